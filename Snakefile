@@ -1,0 +1,24 @@
+# gemmbench: how close does each way of writing a matrix multiplication get to the GPU's limit and to cuBLAS?
+# Run: snakemake --cores all            (config: config/config.yaml; CPU-only try: --configfile config/cpu.yaml)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/build.smk"
+include: "workflow/rules/validate.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "reports/report.html",

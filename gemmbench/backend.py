@@ -1,0 +1,250 @@
+"""Where arrays live and how time is read: NumPy on the CPU, CuPy on a CUDA GPU.
+
+Both backends offer the same operations, so validation and timing are one code path for every family.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+
+import numpy as np
+
+# FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and dense TF32 tensor-core rate.
+FLOP_PER_CLOCK_PER_SM = {
+    "7.0": {"fp32": 128}, "7.5": {"fp32": 128},
+    "8.0": {"fp32": 128, "tf32": 1024}, "8.6": {"fp32": 256, "tf32": 256}, "8.7": {"fp32": 256, "tf32": 512},
+    "8.9": {"fp32": 256, "tf32": 256}, "9.0": {"fp32": 256, "tf32": 2048},
+}
+
+
+def seed_for(base_seed: int, m: int, n: int, k: int) -> int:
+    """Inputs depend on (seed, shape) only: fresh per shape, identical for every variant."""
+    return int(np.random.SeedSequence([base_seed, m, n, k]).generate_state(1)[0])
+
+
+class Backend:
+    """Array namespace `xp`, inputs, NaN-poisoned outputs, fp64 reference, clocks, facts."""
+
+    device = "cpu"
+    xp = np
+
+    def inputs(self, m: int, n: int, k: int, seed: int):
+        rng = self.xp.random.default_rng(seed)
+        # Uniform in [-1, 1): random signs and magnitudes, never all zeros or ones.
+        a = rng.random((m, k), dtype=self.xp.float32) * 2 - 1
+        b = rng.random((k, n), dtype=self.xp.float32) * 2 - 1
+        return a, b
+
+    def poisoned_output(self, m: int, n: int):
+        return self.xp.full((m, n), self.xp.nan, dtype=self.xp.float32)
+
+    def errors(self, a, b, c) -> dict:
+        """Relative Frobenius error, max element error and unwritten (NaN) count against an fp64 reference."""
+        xp = self.xp
+        reference = xp.matmul(a.astype(xp.float64), b.astype(xp.float64))
+        diff = c.astype(xp.float64) - reference
+        written = ~xp.isnan(c)
+        ref_norm = float(xp.linalg.norm(reference))
+        return {
+            "unwritten": int(c.size - int(xp.count_nonzero(written))),
+            "nonfinite": int(c.size - int(xp.count_nonzero(xp.isfinite(c)))),
+            "rel_error": float(xp.linalg.norm(xp.where(written, diff, 0))) / ref_norm if ref_norm else 0.0,
+            "max_abs_error": float(xp.max(xp.abs(xp.where(written, diff, 0)))) if c.size else 0.0,
+            "max_abs_reference": float(xp.max(xp.abs(reference))) if c.size else 0.0,
+        }
+
+    def synchronize(self) -> None:
+        pass
+
+    def host_time(self, run) -> float:
+        start = time.perf_counter()
+        run()
+        self.synchronize()
+        return time.perf_counter() - start
+
+    def device_time(self, run) -> float:
+        return self.host_time(run)
+
+    def flush_cache(self) -> None:
+        scratch = getattr(self, "_scratch", None)
+        if scratch is None:
+            size = os.sysconf("SC_LEVEL3_CACHE_SIZE") if "SC_LEVEL3_CACHE_SIZE" in os.sysconf_names else 0
+            scratch = self._scratch = np.empty(2 * max(size, 64 << 20) // 4, dtype=np.float32)
+        scratch.fill(1.0)
+
+    def telemetry(self) -> dict:
+        return {}
+
+    def facts(self) -> dict:
+        return {
+            "device": "cpu",
+            "gpu": cpu_model(),
+            "gpu_uuid": socket.gethostname(),
+            "host": socket.gethostname(),
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "peak_tflops": {},
+            "copy_bandwidth_gbps": copy_bandwidth_gbps(self, 256 << 20),
+            "versions": library_versions(),
+        }
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def library_versions() -> dict:
+    import numba
+    versions = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__}
+    try:
+        import cupy
+        versions["cupy"] = cupy.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+def copy_bandwidth_gbps(backend, nbytes: int = 1 << 30, repeats: int = 5) -> float:
+    """Measured device-memory ceiling: bytes read plus written by a large copy, best of a few."""
+    xp = backend.xp
+    src = xp.ones(nbytes // 4, dtype=xp.float32)
+    dst = xp.empty_like(src)
+    best = min(backend.device_time(lambda: xp.copyto(dst, src)) for _ in range(repeats))
+    return 2 * nbytes / best / 1e9
+
+
+BLOCKING_KERNEL = r"""
+extern "C" __global__ void block_stream(const volatile int* release, volatile int* timed_out,
+                                        unsigned long long timeout_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (!release[0]) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > timeout_ns) { timed_out[0] = 1; return; }
+    }
+}
+"""
+
+
+class BlockedTooLong(RuntimeError):
+    """The variant synchronised with the host inside run(), so its launches cannot be queued and timed."""
+
+
+class CudaBackend(Backend):
+    """CuPy arrays on the current device; device time from CUDA events behind a blocking kernel (nvbench)."""
+
+    device = "cuda"
+    BLOCK_TIMEOUT_NS = 10 * 10**9
+
+    def __init__(self):
+        import cupy
+
+        self.xp = cupy
+        self.cupy = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream.use()
+        self._flags_mem = cupy.cuda.alloc_pinned_memory(8)  # [release, timed_out], mapped for the device
+        self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
+        self._blocker = cupy.RawKernel(BLOCKING_KERNEL, "block_stream")
+        self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
+        device = cupy.cuda.Device()
+        self._l2_bytes = device.attributes["L2CacheSize"]
+        self._scratch = cupy.empty(2 * self._l2_bytes, dtype=cupy.uint8)
+        self._nvml = _nvml_handle(device.pci_bus_id)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def device_time(self, run) -> float:
+        """Queue start event, the launch and the stop event behind a spinning kernel, then release it:
+        the events bracket only device work, never the host's launch overhead."""
+        self.flags[:] = 0
+        ptr = np.uint64(self._flags_mem.ptr)
+        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
+        self._start.record(self.stream)
+        run()
+        self._stop.record(self.stream)
+        self.flags[0] = 1
+        self._stop.synchronize()
+        if self.flags[1]:
+            raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
+        return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
+
+    def flush_cache(self) -> None:
+        self.cupy.cuda.runtime.memsetAsync(self._scratch.data.ptr, 0, self._scratch.nbytes, self.stream.ptr)
+        self.synchronize()
+
+    def telemetry(self) -> dict:
+        return _nvml_snapshot(self._nvml) if self._nvml else {}
+
+    def facts(self) -> dict:
+        import pynvml
+
+        runtime = self.cupy.cuda.runtime
+        props = runtime.getDeviceProperties(self.cupy.cuda.Device().id)
+        cc = f"{props['major']}.{props['minor']}"
+        max_clock = pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM) if self._nvml else props.get("clockRate", 0) / 1e3
+        sm_count = props["multiProcessorCount"]
+        from cupy_backends.cuda.libs import cublas
+        versions = {**library_versions(), "cublas": cublas.getVersion(self.cupy.cuda.device.get_cublas_handle())}
+        return {
+            "device": "cuda",
+            "gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+            "gpu_uuid": pynvml.nvmlDeviceGetUUID(self._nvml) if self._nvml else "",
+            "host": socket.gethostname(),
+            "cpu": cpu_model(),
+            "driver": pynvml.nvmlSystemGetDriverVersion() if self._nvml else "",
+            "cuda_driver": runtime.driverGetVersion(),
+            "cuda_runtime": runtime.runtimeGetVersion(),
+            "compute_capability": cc,
+            "sm_count": sm_count,
+            "max_sm_clock_mhz": max_clock,
+            "l2_bytes": self._l2_bytes,
+            "memory_bytes": props["totalGlobalMem"],
+            "peak_tflops": {mode: sm_count * rate * max_clock * 1e6 / 1e12
+                            for mode, rate in FLOP_PER_CLOCK_PER_SM.get(cc, {}).items()},
+            "copy_bandwidth_gbps": copy_bandwidth_gbps(self),
+            "versions": versions,
+        }
+
+
+def _nvml_handle(pci_bus_id: str):
+    """NVML handle of the CUDA device (matched by PCI bus id, so CUDA_VISIBLE_DEVICES cannot confuse them)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+    except Exception:  # NVML absent or refused: telemetry columns stay empty, timing is unaffected
+        return None
+
+
+# Reasons that mean the clock was pulled down by power or heat (idle and app-clock settings are not).
+SLOWDOWN_REASONS = {
+    0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+}
+
+
+def _nvml_snapshot(handle) -> dict:
+    import pynvml
+
+    get_reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    reasons = get_reasons(handle)
+    return {
+        "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+        "slowdown": [name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit],
+    }
+
+
+def create(device: str) -> Backend:
+    return CudaBackend() if device == "cuda" else Backend()

@@ -1,0 +1,61 @@
+"""Experiment configuration: validated against workflow/schemas/config.schema.yaml, defaults filled in."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from gemmbench import ROOT
+
+SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a message that names the offending key."""
+
+
+def _with_defaults(validator_class):
+    """A validator that also fills in each missing property's default (the jsonschema FAQ recipe)."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _location(error: jsonschema.ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    return path or "(top level)"
+
+
+def validate(config: dict | None) -> dict:
+    """A validated copy of `config` with defaults filled in; ConfigError names every problem."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    config = copy.deepcopy(config or {})
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  {_location(e)}: {e.message}" for e in errors]
+        raise ConfigError("invalid gemmbench config:\n" + "\n".join(lines))
+    for mode in config["modes"]:
+        config["tolerance"].setdefault(mode, schema["properties"]["tolerance"]["properties"][mode]["default"])
+    timing = config["timing"]
+    if timing["min_samples"] > timing["max_samples"]:
+        raise ConfigError(f"invalid gemmbench config:\n  timing: min_samples ({timing['min_samples']}) "
+                          f"is larger than max_samples ({timing['max_samples']})")
+    return config
+
+
+def load(path: str | Path) -> dict:
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    return validate(raw)

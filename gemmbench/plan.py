@@ -1,0 +1,100 @@
+"""The experiment plan: which (variant, mode, shape) points exist, derived from a validated config."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kernels import registry
+from gemmbench.config import ConfigError
+
+log = logging.getLogger("gemmbench")
+
+
+@dataclass(frozen=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+    kind: str = "sweep"  # "sweep" (validated and benchmarked) or "awkward" (validated only)
+
+    @property
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @classmethod
+    def parse(cls, label: str, kind: str = "sweep") -> "Shape":
+        m, n, k = (int(x) for x in label.split("x"))
+        return cls(m, n, k, kind)
+
+
+def gpu_count() -> int:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver, no libcuda, no GPU: all mean "none usable here"
+        return 0
+
+
+def resolve_device(requested: str, gpus: int | None = None) -> tuple[str, str]:
+    """(device, reason). 'auto' falls back to the CPU, with a reason that the log and report show."""
+    if requested == "cpu":
+        return "cpu", ""
+    gpus = gpu_count() if gpus is None else gpus
+    if gpus:
+        return "cuda", ""
+    if requested == "cuda":
+        raise ConfigError("device: cuda, but no GPU is visible on this host (CUDA reports 0 devices); "
+                          "use device: auto or cpu, or run on a GPU host")
+    return "cpu", "no GPU visible on this host: ran the CPU families only"
+
+
+def sweep_shapes(config: dict) -> list[Shape]:
+    return [Shape(n, n, n) for n in config["sizes"]]
+
+
+def validation_shapes(config: dict) -> list[Shape]:
+    awkward = [Shape(m, n, k, "awkward") for m, n, k in config["validation_shapes"]]
+    sweep = sweep_shapes(config)
+    return sweep + [s for s in awkward if (s.m, s.n, s.k) not in {(t.m, t.n, t.k) for t in sweep}]
+
+
+def variants(config: dict, device: str) -> list[registry.Variant]:
+    """The variants to run: chosen families, optional allow-list, and only CPU variants without a GPU."""
+    known = registry.load(config["variant_modules"])
+    unknown = [key for key in config["variants"] if key not in known]
+    if unknown:
+        raise ConfigError(f"variants: unknown {unknown}; registered variants are {sorted(known)}")
+    chosen = [v for v in known.values()
+              if v.family in config["families"] and (not config["variants"] or v.key in config["variants"])]
+    for family in config["families"]:
+        if not any(v.family == family for v in chosen):
+            log.warning("family %r has no registered variant (selected by the config): nothing to run for it", family)
+    dropped = sorted({v.family for v in chosen if v.device != "cpu"}) if device == "cpu" else []
+    if dropped:
+        log.warning("=" * 72 + "\n  NO GPU: the GPU families %s are not run; only CPU families run.\n" + "=" * 72, dropped)
+    chosen = [v for v in chosen if device == "cuda" or v.device == "cpu"]
+    for key in config["params"]:
+        if key not in {v.key for v in chosen} and key not in known:
+            raise ConfigError(f"params: {key!r} is not a registered variant ({sorted(known)})")
+    return chosen
+
+
+def params(config: dict, variant: registry.Variant) -> dict:
+    overrides = config["params"].get(variant.key, {})
+    unknown = set(overrides) - set(variant.params)
+    if unknown:
+        raise ConfigError(f"params.{variant.key}: unknown parameters {sorted(unknown)}; "
+                          f"it takes {sorted(variant.params)}")
+    return {**variant.params, **overrides}
+
+
+def modes(config: dict, variant: registry.Variant) -> list[str]:
+    return [m for m in config["modes"] if m in variant.modes]
+
+
+def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | None:
+    """Why this point is not run at all (declared by the variant or capped by the config), or None."""
+    cap = config["max_size"].get(variant.family)
+    if cap and max(shape.m, shape.n, shape.k) > cap:
+        return f"above the configured size cap for family {variant.family} (max_size {cap})"
+    return variant.unsupported(shape.m, shape.n, shape.k, params(config, variant))

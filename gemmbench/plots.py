@@ -1,0 +1,169 @@
+"""Seaborn figures of the tidy tables, each written as PNG and SVG."""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: plots run in Snakemake jobs without a display
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+MODE_ORDER = ["fp32", "tf32"]
+LINES = dict(kind="line", marker="o")
+
+
+def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
+             outdir: Path) -> dict[str, Path]:
+    """Write every figure into `outdir`; return {figure name: PNG path}."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    ok = _with_labels(summary[summary["status"] == "ok"].dropna(subset=["tflops"])
+                      if not summary.empty else summary)
+    checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
+    figures = {
+        "tflops_vs_size": _tflops_vs_size(ok),
+        "pct_of_cublas": _pct_of_cublas(ok),
+        "roofline": _roofline(ok, devices),
+        "validation_error": _validation_error(checked),
+    }
+    return {name: _save(fig, outdir / name) for name, fig in figures.items()}
+
+
+def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """Add `series` (family/variant, plus gpu or cache where they vary) and `size` columns."""
+    if df.empty:
+        return df
+    series = df["family"] + "/" + df["variant"]
+    for column in ("gpu", "cache"):
+        if column in df and df[column].nunique() > 1:
+            series = series + " · " + df[column].astype(str)
+    # the cube root equals n for square shapes and places awkward shapes by their volume
+    size = np.cbrt((df["m"] * df["n"] * df["k"]).astype(float))
+    return df.assign(series=series, size=size)
+
+
+def _modes(df: pd.DataFrame) -> list[str]:
+    present = set(df["mode"])
+    return [m for m in MODE_ORDER if m in present] + sorted(present - set(MODE_ORDER))
+
+
+def _placeholder(title: str, text: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=12)
+    return fig
+
+
+def _log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
+    """Log2 x axis ticked at powers of two, labelled as plain sizes (256, 512, ...)."""
+    low, high = math.floor(math.log2(sizes.min())), math.ceil(math.log2(sizes.max()))
+    ticks = [2 ** e for e in range(low, high + 1)]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, labels=[str(t) for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) -> sns.FacetGrid:
+    grid = sns.relplot(data=df, x="size", y=y, hue="series", col="mode", col_order=_modes(df),
+                       height=3.6, aspect=1.25, facet_kws=dict(sharey=False), **kwargs)
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels("size (n, or (m·n·k)^⅓)", ylabel)
+    for ax in grid.axes.flat:
+        _log2_size_axis(ax, df["size"])
+    grid.figure.suptitle(title, y=1.03)
+    return grid
+
+
+def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
+    if ok.empty:
+        return _placeholder("TFLOP/s vs size", "no successful benchmark points in this run")
+    return _size_facets(ok.sort_values("size"), "tflops", "TFLOP/s", "Achieved TFLOP/s vs size",
+                        **LINES).figure
+
+
+def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
+    compared = ok.dropna(subset=["pct_of_cublas"]) if not ok.empty else ok
+    if compared.empty or not (ok["family"] == "cublas").any():
+        return _placeholder("% of cuBLAS vs size",
+                            "no cuBLAS rows in this run (CPU-only run?): nothing to compare against")
+    grid = _size_facets(compared.sort_values("size"), "pct_of_cublas", "% of cuBLAS",
+                        "Speed relative to cuBLAS (same GPU, shape, mode)", **LINES)
+    for ax in grid.axes.flat:
+        ax.axhline(100, color="black", linestyle="--", linewidth=1)
+    return grid.figure
+
+
+def _finite(value) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
+    if ok.empty:
+        return _placeholder("Roofline", "no successful benchmark points in this run")
+    ok = ok.assign(intensity=ok["flops"] / ok["min_bytes"])
+    grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="series", col="mode",
+                       col_order=_modes(ok), kind="scatter", height=3.8, aspect=1.25)
+    grid.set(xscale="log", yscale="log")
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels("arithmetic intensity (FLOP/byte, minimum traffic)", "TFLOP/s")
+    intensities = np.geomspace(ok["intensity"].min() / 2, ok["intensity"].max() * 2, 64)
+    named = len(devices) > 1  # name the device on each ceiling only when there are several
+    for mode, ax in grid.axes_dict.items():
+        # 1-2-5 ticks label ranges narrower than a decade; the default labelled minor ticks collide
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        hue_entries = len(ax.get_lines())
+        for device, linestyle in zip(devices, itertools.cycle(["-", "--", "-.", ":"])):
+            suffix = f" ({device.get('gpu', '?')})" if named else ""
+            peak = _finite((device.get("peak_tflops") or {}).get(mode))
+            bandwidth = _finite(device.get("copy_bandwidth_gbps"))
+            if peak is not None:
+                ax.axhline(peak, color="black", linestyle=linestyle, linewidth=1, label=f"peak {peak:.0f} TFLOP/s{suffix}")
+            if bandwidth is not None:
+                memory_bound = bandwidth * intensities / 1000  # GB/s × FLOP/byte → TFLOP/s
+                if peak is not None:
+                    memory_bound = np.minimum(memory_bound, peak)
+                ax.plot(intensities, memory_bound, color="grey", linestyle=linestyle, linewidth=1,
+                        label=f"copy bandwidth {bandwidth:.0f} GB/s{suffix}")
+        best = ok.loc[ok["mode"] == mode, "tflops"].max()
+        ax.axhline(best, color="tab:red", linewidth=1.5, alpha=0.7,
+                   label=f"measured compute ceiling {best:.3g} TFLOP/s")
+        # the ceilings get a legend under each panel; the variants already have the figure's legend
+        ax.legend(handles=ax.get_lines()[hue_entries:], fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.2))
+    grid.figure.suptitle("Roofline: achieved TFLOP/s vs arithmetic intensity", y=1.03)
+    return grid.figure
+
+
+def _validation_error(checked: pd.DataFrame) -> plt.Figure:
+    if checked.empty:
+        return _placeholder("Validation error", "no validation errors were measured in this run")
+    # exact results (error 0) would vanish from a log axis, so floor them at float64 epsilon
+    checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps),
+                             outcome=np.where(checked["status"] == "ok", "pass", "fail"))
+    grid = _size_facets(checked.sort_values("size"), "rel_error", "relative error ‖C−R‖/‖R‖",
+                        "Validation error vs size (fp64 reference)", kind="scatter",
+                        style="outcome", markers={"pass": "o", "fail": "X"},
+                        style_order=["pass", "fail"], s=60)
+    grid.set(yscale="log")
+    for mode, ax in grid.axes_dict.items():
+        for tolerance in checked.loc[checked["mode"] == mode, "tolerance"].dropna().unique():
+            ax.axhline(tolerance, color="tab:red", linestyle="--", linewidth=1)
+            ax.annotate(f"tolerance {tolerance:.0e}", (0.02, tolerance), xycoords=("axes fraction", "data"),
+                        color="tab:red", fontsize=8, va="bottom")
+    return grid.figure
+
+
+def _save(fig: plt.Figure, stem: Path) -> Path:
+    png = stem.with_suffix(".png")
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+    fig.savefig(stem.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})  # reproducible SVG
+    plt.close(fig)
+    return png

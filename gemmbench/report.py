@@ -1,0 +1,120 @@
+"""One self-contained HTML report: every figure, table and download is embedded in the file."""
+from __future__ import annotations
+
+import base64
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
+CAPTIONS = {
+    "tflops_vs_size": "Achieved TFLOP/s per variant against matrix size, one panel per compute mode.",
+    "pct_of_cublas": "Speed relative to cuBLAS on the same GPU, shape and mode; the dashed line is parity.",
+    "roofline": "Achieved TFLOP/s against arithmetic intensity, under the device's peak and copy-bandwidth "
+                "ceilings and the best throughput measured in this run.",
+    "validation_error": "Relative error against the fp64 reference; dashed lines are the tolerances, "
+                        "crosses are failed checks.",
+}
+VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
+NON_OK_COLUMNS = ["gpu", "family", "variant", "mode", "m", "n", "k", "cache", "status", "message"]
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas"]
+
+
+def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
+                  samples_csv: Path, summary_csv: Path, devices: list[dict],
+                  figures: dict[str, Path], out_html: Path, methodology: dict) -> None:
+    # an empty table may arrive without columns (nothing ran); give it the ones read below
+    summary = summary.reindex(columns=[*summary.columns, *(c for c in SUMMARY_COLUMNS if c not in summary)])
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent),
+                                     autoescape=True, undefined=jinja2.StrictUndefined)
+    html = environment.get_template(TEMPLATE.name).render(
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
+                  if d.get("device") == "cpu" and d.get("device_reason")],
+        best_tables=_best_per_family(summary),
+        figures=[{"name": name, "caption": CAPTIONS.get(name, ""), "uri": _data_uri(path, "image/png")}
+                 for name, path in figures.items()],
+        validation=_validation_matrix(validation),
+        status_counts=summary["status"].value_counts().to_dict(),
+        non_ok=_table(summary.loc[summary["status"] != "ok", NON_OK_COLUMNS]),
+        builds=_table(builds),
+        devices=[{"name": device.get("gpu", ""), "facts": _flatten(device)} for device in devices],
+        methodology=_flatten(methodology),
+        downloads=[{"name": "summary.csv", "uri": _data_uri(summary_csv, "text/csv")},
+                   {"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")}],
+    )
+    Path(out_html).write_text(html, encoding="utf-8")
+
+
+def _data_uri(path: Path, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode('ascii')}"
+
+
+def _format(value) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else f"{value:.4g}"
+    return "" if value is None or value is pd.NA else str(value)
+
+
+def _shape(row) -> str:
+    return f"{row.m}×{row.n}×{row.k}"
+
+
+def _table(df: pd.DataFrame) -> dict:
+    return {"columns": list(df.columns),
+            "rows": [[_format(v) for v in row] for row in df.itertuples(index=False)]}
+
+
+def _flatten(mapping: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dicts become dotted keys (peak_tflops.fp32), so every fact gets one line."""
+    items = []
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            items += _flatten(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", _format(value)))
+    return items
+
+
+def _best_per_family(summary: pd.DataFrame) -> list[dict]:
+    """Per (gpu, mode, cache): rows = shapes, one cell per family with its fastest variant."""
+    ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
+    if ok.empty:
+        return []
+    best = ok.loc[ok.groupby(["gpu", "mode", "cache", "family", "m", "n", "k"])["tflops"].idxmax()]
+    tables = []
+    for (gpu, mode, cache), group in best.groupby(["gpu", "mode", "cache"], sort=True):
+        families = sorted(group["family"].unique(), key=lambda f: (f != "cublas", f))
+        rows = []
+        for (m, n, k), shape in group.groupby(["m", "n", "k"]):
+            cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
+                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}"} for r in shape.itertuples()}
+            rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
+        tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
+                       "rows": sorted(rows, key=lambda r: r["volume"])})
+    return tables
+
+
+def _validation_matrix(validation: pd.DataFrame) -> dict:
+    """Rows 'family/variant mode' (with the gpu when several), columns shapes, sweep before awkward."""
+    if validation.empty:
+        return {"columns": [], "rows": [], "problems": []}
+    several_gpus = validation["gpu"].nunique() > 1
+    ordered = validation.sort_values(["shape_kind", "m", "n", "k"], key=lambda c: c.map(
+        {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
+    columns = list(dict.fromkeys((_shape(r), r.shape_kind) for r in ordered.itertuples()))
+    rows, problems = {}, []
+    for r in validation.sort_values(["family", "variant", "mode"]).itertuples():
+        label = f"{r.family}/{r.variant} {r.mode}" + (f" · {r.gpu}" if several_gpus else "")
+        cell = {"status": r.status, "label": VALIDATION_LABELS.get(r.status, r.status),
+                "message": _format(r.message), "rel_error": _format(r.rel_error)}
+        rows.setdefault(label, {})[_shape(r)] = cell
+        if r.status != "ok":
+            problems.append({"where": f"{label} @ {_shape(r)} ({r.shape_kind})", **cell})
+    return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
+            "problems": problems}

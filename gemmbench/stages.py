@@ -1,0 +1,172 @@
+"""The pipeline's stages as plain functions: the Snakemake scripts and the CLI call these.
+
+Each stage writes one JSON file whose rows cover every planned point, whatever happened to it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from gemmbench import backend as backends
+from gemmbench import plan
+from gemmbench.supervise import run_task
+from kernels import registry
+
+log = logging.getLogger("gemmbench")
+
+
+def read_json(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def write_json(path, data) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
+
+
+def device_facts(device: str, reason: str, out) -> dict:
+    """The run's device: name, UUID, versions, peak rates and the measured copy bandwidth."""
+    facts = {**backends.create(device).facts(), "device_reason": reason}
+    write_json(out, facts)
+    return facts
+
+
+def _variant(config: dict, key: str) -> registry.Variant:
+    return registry.load(config["variant_modules"])[key]
+
+
+def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_dir, points: list[dict]) -> dict:
+    return {"kind": kind, "variant": variant.key, "variant_modules": config["variant_modules"],
+            "device": variant.device, "mode": mode, "params": plan.params(config, variant),
+            "cache_dir": str(cache_dir), "points": points, "tolerance": config["tolerance"][mode],
+            "timing": config["timing"], "cache": config["cache"]}
+
+
+def _base_row(config, facts, variant, mode, shape: plan.Shape) -> dict:
+    return {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "device": variant.device,
+            "family": variant.family, "variant": variant.name, "mode": mode,
+            "m": shape.m, "n": shape.n, "k": shape.k, "shape_kind": shape.kind, "cache": config["cache"],
+            "seed": backends.seed_for(config["seed"], shape.m, shape.n, shape.k)}
+
+
+def build(config: dict, key: str, mode: str, cache_dir, out) -> dict:
+    variant = _variant(config, key)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    task = _task("build", config, variant, mode, cache_dir, [{}])
+    row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0]
+    row = {"family": variant.family, "variant": variant.name, "mode": mode,
+           "params": json.dumps(plan.params(config, variant)), **row}
+    write_json(out, row)
+    return row
+
+
+def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked) -> list[dict]:
+    """Rows for `shapes`: `blocked(shape)` gives (status, message) for points not to run, else they run."""
+    rows, todo = [], []
+    for shape in shapes:
+        row = _base_row(config, facts, variant, mode, shape)
+        reason = blocked(shape)
+        if reason:
+            row.update(zip(("status", "message"), reason))
+        else:
+            todo.append(row)
+        rows.append(row)
+    if todo:
+        task = _task(kind, config, variant, mode, cache_dir, todo)
+        results = run_task(task, config["timing"]["point_timeout_s"],
+                           lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}")
+        for row, result in zip(todo, results):
+            row.update(result)
+    return rows
+
+
+def validate(config: dict, key: str, mode: str, facts_path, build_path, cache_dir, out) -> list[dict]:
+    """Every sweep size and awkward shape, on fresh inputs with NaN-poisoned outputs, vs an fp64 reference."""
+    variant, facts, built = _variant(config, key), read_json(facts_path), read_json(build_path)
+
+    def blocked(shape):
+        reason = plan.skip_reason(config, variant, shape)
+        if reason:
+            return "skipped", reason
+        if built["status"] != "ok":
+            return "error", f"build failed: {built['message']}"
+        return None
+
+    rows = _run_points("validate", config, facts, variant, mode, cache_dir, plan.validation_shapes(config), blocked)
+    write_json(out, {"rows": rows})
+    return rows
+
+
+def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, validation_path, cache_dir, out) -> dict:
+    """One point, timed only if it passed validation at this shape."""
+    variant, facts = _variant(config, key), read_json(facts_path)
+    shape = plan.Shape.parse(shape_label)
+    checked = {(r["m"], r["n"], r["k"]): r for r in read_json(validation_path)["rows"]}
+    check = checked.get((shape.m, shape.n, shape.k))
+
+    def blocked(shape):
+        reason = plan.skip_reason(config, variant, shape)
+        if reason:
+            return "skipped", reason
+        if check is None:
+            return "skipped", "not benchmarked: this shape was not validated"
+        if check["status"] != "ok":
+            return "skipped", f"not benchmarked: validation {check['status']}: {check['message']}"
+        return None
+
+    row = _run_points("bench", config, facts, variant, mode, cache_dir, [shape], blocked)[0]
+    if check:
+        row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
+    write_json(out, {"rows": [row]})
+    return row
+
+
+def _tables(tables_dir) -> dict:
+    import pandas as pd
+
+    tables_dir = Path(tables_dir)
+    frames = {name: pd.read_parquet(tables_dir / f"{name}.parquet") for name in ("summary", "validation", "builds")}
+    return {**frames, "devices": read_json(tables_dir / "devices.json")}
+
+
+def plot(tables_dir, figures_dir) -> dict:
+    from gemmbench.plots import plot_all
+
+    t = _tables(tables_dir)
+    return plot_all(t["summary"], t["validation"], t["devices"], Path(figures_dir))
+
+
+def methodology(config: dict) -> dict:
+    timing = config["timing"]
+    return {
+        "FLOPs": "2·m·n·k per product; minimum bytes = 4 · (mk + kn + mn) (float32 storage in every mode)",
+        "Device time": "CUDA events around one launch queued behind a spinning kernel (as nvbench does), "
+                       "so the host's launch overhead is excluded; CPU variants: wall time per call",
+        "Host time": "wall time of one call including launch and synchronisation, recorded beside it",
+        "Sampling": f"{timing['warmup_runs']} warm-up launches, then samples until the 95% confidence half-width "
+                    f"of the median is below {timing['rel_precision']:.2%} of it (at least {timing['min_samples']}, "
+                    f"at most {timing['max_samples']} samples, {timing['budget_s']} s budget per point)",
+        "Cache": f"{config['cache']} (cold: L2 flushed by a 2×L2 memset before every sample, outside the timed region)",
+        "Clocks": "NVML SM clock, temperature, power and slowdown reasons read after warm-up and after sampling; "
+                  "a point with power/thermal slowdown or a clock drop over 5% is flagged as throttled",
+        "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores)",
+        "% of cuBLAS": "cuBLAS median time / variant median time, same device, shape and mode, same run",
+        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, m, n, k); output poisoned with NaN; "
+                      f"fp64 reference (on the GPU for GPU variants); pass if every output is written, "
+                      f"‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and max |C−R| ≤ 10 × tolerance × max |R|",
+        "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",
+    }
+
+
+def report(config: dict, tables_dir, figures_dir, out) -> None:
+    from gemmbench.report import render_report
+
+    t = _tables(tables_dir)
+    figures = {p.stem: p for p in sorted(Path(figures_dir).glob("*.png"))}
+    render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
+                  samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
+                  devices=t["devices"], figures=figures, out_html=Path(out), methodology=methodology(config))

@@ -1,0 +1,82 @@
+"""Watchdog around the worker: a hanging or crashing point becomes a status row, and the rest still run."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from gemmbench import ROOT
+
+log = logging.getLogger("gemmbench")
+
+
+def _read_events(stream, events: queue.Queue) -> None:
+    for line in stream:
+        try:
+            events.put(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("worker: %s", line.rstrip())
+    events.put(None)  # end of stream: the worker exited
+
+
+def _stderr_tail(path: Path, limit: int = 1500) -> str:
+    text = path.read_text(errors="replace").strip()
+    return text[-limit:]
+
+
+def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> list[dict]:
+    """One row per point of `task`, in order. Each point (and the build) gets `timeout_s` before it is killed."""
+    count = len(task["points"])
+    rows: dict[int, dict] = {}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+        task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
+        task_path.write_text(json.dumps(task))
+        start = 0
+        while start < count:
+            with open(stderr_path, "w") as stderr:
+                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.worker", str(task_path), str(start)],
+                                        stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                                        start_new_session=True)
+            events: queue.Queue = queue.Queue()
+            threading.Thread(target=_read_events, args=(proc.stdout, events), daemon=True).start()
+            current, ready, deadline = None, False, time.monotonic() + timeout_s
+            while True:
+                try:
+                    event = events.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    stage = f"point {describe(current)}" if ready else "build"
+                    failed = {"status": "timeout", "message": f"{stage} still running after {timeout_s:g} s: killed"}
+                    break
+                if event is None:
+                    code = proc.wait()
+                    failed = {"status": "error", "message": f"worker exited with code {code} "
+                              f"({'killed by signal ' + str(-code) if code < 0 else 'crash'}): {_stderr_tail(stderr_path)}"}
+                    break
+                deadline = time.monotonic() + timeout_s
+                if event["event"] == "ready":
+                    ready = True
+                elif event["event"] == "start":
+                    current = event["index"]
+                elif event["event"] == "row":
+                    rows[event["index"]] = event["row"]
+                    log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
+                             event["row"]["status"], event["row"]["message"][:200])
+            # A failure before any point started (build, import) hits every remaining point, one during a point
+            # hits that point; a worker that reported its own failure and exited is simply restarted after it.
+            lost = [i for i in range(start, count) if i not in rows]
+            for i in (lost if current is None else [current] if current in lost else []):
+                rows[i] = dict(failed)
+                log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"], failed["message"][:300])
+            start = max(rows) + 1 if rows else count
+    return [rows[i] for i in range(count)]

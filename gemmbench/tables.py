@@ -1,0 +1,91 @@
+"""Raw stage outputs -> tidy tables (summary, samples, validation, builds), checked against their schema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gemmbench import ROOT
+
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
+ELEMENT_BYTES = 4  # float32 storage in every mode
+SAMPLE_COLUMNS = ("sample_device_s", "sample_host_s")
+
+
+def _rows(paths) -> list[dict]:
+    return [row for p in paths for row in json.loads(Path(p).read_text())["rows"]]
+
+
+def check_columns(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in SCHEMA[name]["required"] if c not in frame.columns]
+    if missing:
+        raise ValueError(f"table {name} lacks required columns {missing}")
+    return frame
+
+
+def _frame(rows: list[dict], name: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    for column in SCHEMA[name]["required"]:
+        if column not in frame.columns:
+            frame[column] = np.nan
+    return frame
+
+
+def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
+    frame = _frame([{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS} for r in bench_rows], "summary")
+    frame["flops"] = 2.0 * frame.m * frame.n * frame.k
+    frame["min_bytes"] = ELEMENT_BYTES * (frame.m * frame.k + frame.k * frame.n + frame.m * frame.n)
+    ok = frame.status == "ok"
+    frame["tflops"] = (frame.flops / frame.median_s / 1e12).where(ok)
+    frame["gbps"] = (frame.min_bytes / frame.median_s / 1e9).where(ok)
+
+    by_uuid = {d["gpu_uuid"]: d for d in devices}
+    peak = [by_uuid.get(u, {}).get("peak_tflops", {}).get(mode, np.nan) if dev == "cuda" else np.nan
+            for u, mode, dev in zip(frame.gpu_uuid, frame["mode"], frame.device)]
+    bandwidth = [by_uuid.get(u, {}).get("copy_bandwidth_gbps") if dev == by_uuid.get(u, {}).get("device") else np.nan
+                 for u, dev in zip(frame.gpu_uuid, frame.device)]
+    frame["peak_tflops"] = pd.to_numeric(pd.Series(peak, index=frame.index), errors="coerce")
+    frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
+    frame["pct_of_bandwidth"] = 100 * frame.gbps / pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
+
+    # % of cuBLAS: the cuBLAS row of the same device (UUID), shape and mode in this run.
+    keys = ["gpu_uuid", "mode", "m", "n", "k"]
+    cublas = frame[(frame.family == "cublas") & ok][keys + ["median_s"]].rename(columns={"median_s": "cublas_s"})
+    cublas = cublas.drop_duplicates(keys)
+    frame = frame.drop(columns=["pct_of_cublas"]).merge(cublas, on=keys, how="left")
+    frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
+    frame["throttled"] = frame.throttled.astype("boolean")
+    frame["converged"] = frame.converged.astype("boolean")
+    frame = frame.drop(columns=["cublas_s"]).sort_values(["gpu", "family", "variant", "mode", "m", "n", "k"])
+    return check_columns("summary", frame.reset_index(drop=True))
+
+
+def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
+    records = []
+    for row in bench_rows:
+        ident = {k: row[k] for k in ("gpu", "gpu_uuid", "family", "variant", "mode", "m", "n", "k")}
+        for i, (device_s, host_s) in enumerate(zip(row.get("sample_device_s") or [], row.get("sample_host_s") or [])):
+            records.append({**ident, "sample": i, "device_s": device_s, "host_s": host_s})
+    return check_columns("samples", _frame(records, "samples"))
+
+
+def aggregate(*, device_paths, build_paths, validation_paths, bench_paths, outdir) -> dict[str, pd.DataFrame]:
+    """Write results/tables/{summary,samples,validation,builds}.{csv,parquet} and devices.json."""
+    devices = [json.loads(Path(p).read_text()) for p in device_paths]
+    bench_rows = _rows(bench_paths)
+    tables = {
+        "summary": summary_table(bench_rows, devices),
+        "samples": samples_table(bench_rows),
+        "validation": check_columns("validation", _frame(_rows(validation_paths), "validation")),
+        "builds": check_columns("builds", _frame([json.loads(Path(p).read_text()) for p in build_paths], "builds")),
+    }
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    for name, frame in tables.items():
+        frame.to_csv(outdir / f"{name}.csv", index=False)
+        frame.to_parquet(outdir / f"{name}.parquet", index=False)
+    (outdir / "devices.json").write_text(json.dumps(devices, indent=1))
+    return tables

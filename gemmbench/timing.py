@@ -1,0 +1,75 @@
+"""Sampling until the median is stable: the statistics are pure, the clock comes from the backend."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def median_ci_rel(samples) -> float:
+    """95% confidence half-width of the median relative to the median (McGill et al.: 1.57 IQR / sqrt(n))."""
+    x = np.asarray(samples, dtype=float)
+    if len(x) < 2:
+        return math.inf
+    q25, median, q75 = np.percentile(x, [25, 50, 75])
+    return 1.57 * (q75 - q25) / math.sqrt(len(x)) / median if median > 0 else math.inf
+
+
+@dataclass
+class Sampler:
+    """Collects samples until the median is stable (relative CI under rel_precision), or budget/max ends."""
+
+    min_samples: int
+    max_samples: int
+    rel_precision: float
+    budget_s: float
+    device_s: list = field(default_factory=list)
+    host_s: list = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, device_s: float, host_s: float) -> None:
+        self.device_s.append(device_s)
+        self.host_s.append(host_s)
+
+    @property
+    def converged(self) -> bool:
+        return len(self.device_s) >= self.min_samples and median_ci_rel(self.device_s) <= self.rel_precision
+
+    @property
+    def done(self) -> bool:
+        n = len(self.device_s)
+        over_budget = time.perf_counter() - self.started > self.budget_s
+        return self.converged or n >= self.max_samples or (n >= self.min_samples and over_budget)
+
+    def summary(self) -> dict:
+        device = np.asarray(self.device_s)
+        return {
+            "median_s": float(np.median(device)),
+            "host_median_s": float(np.median(self.host_s)),
+            "min_s": float(device.min()),
+            "samples": len(device),
+            "median_ci_rel": median_ci_rel(device),
+            "converged": self.converged,
+        }
+
+
+def warm_up(backend, run, runs: int) -> None:
+    """Launches before sampling: JIT, module load, handles, caches and clocks settle here."""
+    for _ in range(runs):
+        run()
+    backend.synchronize()
+
+
+def sample(backend, run, timing: dict, cache: str) -> Sampler:
+    """Device time (launch overhead excluded) and host time per call, until the median is stable."""
+    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"])
+    while not sampler.done:
+        if cache == "cold":
+            backend.flush_cache()
+        device_s = backend.device_time(run)
+        if cache == "cold":
+            backend.flush_cache()
+        sampler.add(device_s, backend.host_time(run))
+    return sampler

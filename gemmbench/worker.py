@@ -1,0 +1,118 @@
+"""Runs one task's points in a child process: `python -m gemmbench.worker TASK.json START`.
+
+It speaks a line protocol on its own channel (the original stdout; prints from kernels go to stderr):
+{"event": "ready"} after the build, {"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}.
+After a failure on a GPU it exits, because the CUDA context may be unusable; the supervisor starts a fresh one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+from gemmbench import backend as backends
+from gemmbench import checking, timing
+from kernels import registry
+
+FATAL_EXIT = 3
+
+
+def _channel():
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by kernels or libraries goes to stderr, not into the protocol
+    sys.stdout = sys.stderr
+    # NumPy scalars (np.bool_, np.float32) from kernels and statistics become plain JSON values.
+    plain = lambda value: value.item() if hasattr(value, "item") else str(value)  # noqa: E731
+    return lambda **msg: channel.write(json.dumps(msg, default=plain) + "\n")
+
+
+def failure_row(exc: BaseException) -> dict:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or "out of memory" in text.lower()
+    return {"status": "oom" if oom else "error", "message": text[:2000]}
+
+
+def build_row(variant, task, backend) -> dict:
+    start = time.perf_counter()
+    built = variant.build(task["mode"], task["params"], task["cache_dir"])
+    backend.synchronize()
+    facts = {"compile_s": time.perf_counter() - start, **built.facts}
+    return {"status": "ok", "message": "built", **facts}
+
+
+def validate_row(variant, built, backend, task, point) -> dict:
+    m, n, k = point["m"], point["n"], point["k"]
+    a, b = backend.inputs(m, n, k, point["seed"])
+    c = backend.poisoned_output(m, n)
+    variant.run(built.artifact, a, b, c)
+    backend.synchronize()
+    errors = backend.errors(a, b, c)
+    status, message = checking.verdict(errors, task["tolerance"], m * n)
+    return {"status": status, "message": message, "tolerance": task["tolerance"], **errors}
+
+
+def bench_row(variant, built, backend, task, point) -> dict:
+    m, n, k = point["m"], point["n"], point["k"]
+    a, b = backend.inputs(m, n, k, point["seed"])
+    c = backend.poisoned_output(m, n)
+    run = lambda: variant.run(built.artifact, a, b, c)  # noqa: E731
+    timing.warm_up(backend, run, task["timing"]["warmup_runs"])
+    before = backend.telemetry()
+    sampler = timing.sample(backend, run, task["timing"], task["cache"])
+    after = backend.telemetry()
+    slowdown = sorted(set(before.get("slowdown", [])) | set(after.get("slowdown", [])))
+    clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
+    return {
+        "status": "ok",
+        "message": f"{sampler.summary()['samples']} samples" + ("" if sampler.converged else ", median not converged"),
+        **sampler.summary(),
+        "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
+        "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
+        "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
+        "throttled": bool(slowdown) or clock_drop,
+        "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
+        "sample_device_s": sampler.device_s, "sample_host_s": sampler.host_s,
+    }
+
+
+POINT_KINDS = {"validate": validate_row, "bench": bench_row}
+
+
+def main(task_path: str, start: int) -> int:
+    send = _channel()
+    with open(task_path) as f:
+        task = json.load(f)
+    try:
+        variant = registry.load(task["variant_modules"])[task["variant"]]
+        backend = backends.create(task["device"])
+        if task["kind"] == "build":
+            send(event="start", index=0)
+            send(event="row", index=0, row=build_row(variant, task, backend))
+            return 0
+        built = variant.build(task["mode"], task["params"], task["cache_dir"])
+    except Exception as exc:  # nothing can run: every remaining point carries the reason
+        traceback.print_exc()
+        row = failure_row(exc)
+        row["message"] = f"build failed: {row['message']}"
+        for i in range(start, len(task["points"])):
+            send(event="row", index=i, row=row)
+        return 0
+    send(event="ready")
+    for i in range(start, len(task["points"])):
+        send(event="start", index=i)
+        try:
+            row = POINT_KINDS[task["kind"]](variant, built, backend, task, task["points"][i])
+        except Exception as exc:
+            traceback.print_exc()
+            send(event="row", index=i, row=failure_row(exc))
+            if task["device"] == "cuda":
+                return FATAL_EXIT
+            continue
+        send(event="row", index=i, row=row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

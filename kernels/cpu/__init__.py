@@ -1,0 +1,1 @@
+"""CPU baselines: they let anyone run the whole pipeline on a machine without a GPU."""

@@ -1,0 +1,1 @@
+"""cuBLAS baseline through CuPy."""

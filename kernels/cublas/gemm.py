@@ -1,0 +1,42 @@
+"""cuBLAS SGEMM through cublasGemmEx: the baseline every other family is compared with.
+
+fp32: FP32 storage, FP32 compute (CUBLAS_COMPUTE_32F, SIMT FFMA).
+tf32: FP32 storage, TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
+Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first and no transpose is needed.
+"""
+from __future__ import annotations
+
+from kernels.registry import Built, Variant, register
+
+CUDA_R_32F = 0
+CUBLAS_OP_N = 0
+CUBLAS_GEMM_DEFAULT = -1
+COMPUTE_TYPE = {"fp32": 68, "tf32": 77}  # CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+
+
+def build(mode, params, cache_dir):
+    import cupy
+    import numpy as np
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta on the host (default pointer mode)
+    artifact = {"handle": handle, "compute": COMPUTE_TYPE[mode], "scalars": scalars, "cublas": cublas}
+    return Built(artifact, {"cublas_version": cublas.getVersion(handle), "compile_s": 0.0})
+
+
+def run(artifact, a, b, c):
+    m, k = a.shape
+    n = b.shape[1]
+    alpha = artifact["scalars"].ctypes.data
+    artifact["cublas"].gemmEx(
+        artifact["handle"], CUBLAS_OP_N, CUBLAS_OP_N, n, m, k,
+        alpha, b.data.ptr, CUDA_R_32F, n, a.data.ptr, CUDA_R_32F, k,
+        alpha + 4, c.data.ptr, CUDA_R_32F, n,
+        artifact["compute"], CUBLAS_GEMM_DEFAULT)
+
+
+register(Variant(
+    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32"), build=build, run=run,
+    description="cublasGemmEx, FP32 storage; fp32 = CUBLAS_COMPUTE_32F, tf32 = CUBLAS_COMPUTE_32F_FAST_TF32",
+))

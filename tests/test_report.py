@@ -1,0 +1,214 @@
+"""The plots and the HTML report, from small synthetic tables that follow the table schema."""
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gemmbench.plots import plot_all
+from gemmbench.report import render_report
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]
+FIGURES = {"tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"}
+SECTIONS = ["Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
+            "Environment", "Methodology", "Downloads"]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FAILED_MESSAGE = "rel_error 3.1e-02 above tolerance 1.0e-03"
+METHODOLOGY = {"timing": "CUDA events, launches queued behind a blocking kernel", "cache": "hot",
+               "tolerance": {"fp32": 1e-5, "tf32": 1e-2}, "seed": 1234}
+
+H100 = {"device": "cuda", "device_reason": "", "gpu": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-1234",
+        "driver": "580.159.04", "cuda_driver": 13000, "cuda_runtime": 13000, "compute_capability": "9.0",
+        "sm_count": 132, "max_sm_clock_mhz": 1980, "l2_bytes": 52428800, "memory_bytes": 85e9,
+        "peak_tflops": {"fp32": 66.9, "tf32": 535.2}, "copy_bandwidth_gbps": 3000.0,
+        "versions": {"cupy": "14.2.0", "cublas": 130000, "numpy": "2.4.6", "python": "3.12.3"},
+        "cpu": "AMD EPYC 9454", "host": "node1"}
+CPU = {"device": "cpu", "device_reason": "no GPU found: ran the CPU families only", "gpu": "AMD EPYC 9454",
+       "gpu_uuid": "node1", "peak_tflops": {"fp32": float("nan")}, "copy_bandwidth_gbps": None,
+       "versions": {"numpy": "2.4.6", "python": "3.12.3"}, "cpu": "AMD EPYC 9454", "host": "node1"}
+
+
+def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: int, k: int) -> dict:
+    return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "device": device["device"],
+            "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k, "seed": 1234}
+
+
+def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
+             statuses: dict[tuple, tuple[str, str]]) -> pd.DataFrame:
+    """variants: (family, variant, fraction of peak); statuses: {(variant, mode, n): (status, message)}."""
+    rows = []
+    for (family, variant, fraction), mode, n in itertools.product(variants, ["fp32", "tf32"], sizes):
+        status, message = statuses.get((variant, mode, n), ("ok", ""))
+        peak = device["peak_tflops"].get(mode, float("nan")) if device["device"] == "cuda" else 1.0
+        tflops = fraction * peak * n / max(sizes) if status == "ok" else float("nan")
+        flops, min_bytes = 2.0 * n**3, 4.0 * 3 * n**2
+        rows.append({**_shape_row(device, family, variant, mode, n, n, n), "cache": "hot",
+                     "status": status, "message": message, "median_s": flops / tflops / 1e12,
+                     "host_median_s": flops / tflops / 1e12 + 5e-6, "samples": 50, "median_ci_rel": 0.004,
+                     "converged": True, "flops": flops, "min_bytes": min_bytes, "tflops": tflops,
+                     "gbps": min_bytes * tflops * 1e3 / flops, "peak_tflops": peak,
+                     "pct_of_peak": 100 * tflops / peak, "pct_of_bandwidth": 10.0,
+                     "rel_error": 1e-7, "max_abs_error": 1e-5, "sm_clock_mhz": 1980.0,
+                     "sm_clock_mhz_after": 1965.0, "temperature_c": 55.0, "power_w": 450.0,
+                     "throttled": False, "throttle_reasons": ""})
+    summary = pd.DataFrame(rows)
+    cublas = summary[summary["family"] == "cublas"].set_index(["mode", "n"])["median_s"]
+    reference = pd.Series(list(zip(summary["mode"], summary["n"])), index=summary.index).map(cublas)
+    return summary.assign(pct_of_cublas=100 * reference / summary["median_s"])
+
+
+def _validation(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
+                statuses: dict[tuple, tuple[str, str, float]]) -> pd.DataFrame:
+    shapes = [(n, n, n, "sweep") for n in sizes] + [(127, 333, 65, "awkward")]
+    rows = []
+    for (family, variant, _), mode, (m, n, k, kind) in itertools.product(variants, ["fp32", "tf32"], shapes):
+        status, message, error = statuses.get((variant, mode, n), ("ok", "", 1e-7 if mode == "fp32" else 1e-4))
+        rows.append({**_shape_row(device, family, variant, mode, m, n, k), "shape_kind": kind,
+                     "status": status, "message": message, "rel_error": error, "max_abs_error": error * 10,
+                     "tolerance": 1e-5 if mode == "fp32" else 1e-2})
+    return pd.DataFrame(rows)
+
+
+def _builds(variants: list[tuple[str, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"family": family, "variant": variant, "mode": mode, "status": "ok", "message": "",
+                          "compile_s": 0.8, "registers": 64}
+                         for (family, variant, _), mode in itertools.product(variants, ["fp32", "tf32"])])
+
+
+def _gpu_run() -> dict:
+    variants = [("cublas", "sgemm", 0.9), ("cupy", "naive", 0.05), ("cupy", "tiled", 0.4)]
+    sizes = [256, 512, 1024]
+    return {"devices": [H100],
+            "summary": _summary(H100, variants, sizes, {
+                ("naive", "tf32", 1024): ("skipped", "validation failed at this shape"),
+                ("tiled", "fp32", 1024): ("timeout", "point budget of 120 s exceeded")}),
+            "validation": _validation(H100, variants, sizes, {
+                ("naive", "tf32", 1024): ("failed", FAILED_MESSAGE, 3.1e-2),
+                ("tiled", "fp32", 512): ("skipped", "shape not supported: n % 64 != 0", float("nan"))}),
+            "builds": _builds(variants)}
+
+
+def _cpu_run() -> dict:
+    variants = [("cpu", "numpy", 0.5), ("cpu", "naive", 0.01)]
+    sizes = [64, 128]
+    return {"devices": [CPU],
+            "summary": _summary(CPU, variants, sizes, {}).assign(pct_of_cublas=np.nan, peak_tflops=np.nan),
+            "validation": _validation(CPU, variants, sizes, {
+                ("naive", "fp32", 128): ("failed", FAILED_MESSAGE, 3.1e-2)}),
+            "builds": _builds(variants)}
+
+
+def _empty_run() -> dict:
+    return {"devices": [CPU], "summary": pd.DataFrame(), "validation": pd.DataFrame(),
+            "builds": pd.DataFrame(columns=SCHEMA["builds"]["required"])}
+
+
+class _Elements(HTMLParser):
+    """Collects every start tag with its attributes (values come back unescaped)."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _render(run: dict, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    figures = plot_all(run["summary"], run["validation"], run["devices"], tmp_path / "figures")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    run["summary"].to_csv(tables / "summary.csv", index=False)
+    samples = pd.DataFrame(columns=SCHEMA["samples"]["required"])
+    samples.to_csv(tables / "samples.csv", index=False)
+    out_html = tmp_path / "report" / "report.html"
+    out_html.parent.mkdir()
+    render_report(summary=run["summary"], validation=run["validation"], builds=run["builds"],
+                  samples_csv=tables / "samples.csv", summary_csv=tables / "summary.csv",
+                  devices=run["devices"], figures=figures, out_html=out_html, methodology=METHODOLOGY)
+    return out_html, figures
+
+
+@pytest.mark.parametrize("make_run", [_gpu_run, _cpu_run, _empty_run], ids=["gpu", "cpu", "empty"])
+def test_report_is_self_contained(make_run, tmp_path):
+    run = make_run()
+    for table in ("summary", "validation", "builds"):
+        if not run[table].empty:
+            assert set(SCHEMA[table]["required"]) <= set(run[table].columns), table
+
+    out_html, figures = _render(run, tmp_path)
+
+    assert set(figures) == FIGURES
+    for png in figures.values():
+        assert png.stat().st_size > 0 and png.with_suffix(".svg").stat().st_size > 0
+    assert [p.name for p in out_html.parent.iterdir()] == ["report.html"]
+    html = out_html.read_text(encoding="utf-8")
+    tags = _Elements(html).tags
+    links = [a[key] for _, a in tags for key in ("src", "href") if key in a]
+    assert all(link.startswith(("data:", "#")) for link in links), links
+    assert "http://" not in html.replace('xmlns="http://', "") and "https://" not in html
+    for png in figures.values():
+        assert base64.b64encode(png.read_bytes()).decode() in html, png.name
+    downloads = {a["download"]: a["href"] for tag, a in tags if tag == "a" and "download" in a}
+    assert set(downloads) == {"summary.csv", "samples.csv"}
+    assert all(href.startswith("data:text/csv;base64,") for href in downloads.values())
+    assert ("no GPU found" in html) == (run["devices"][0]["device"] == "cpu")
+
+
+@pytest.mark.parametrize("make_run", [_gpu_run, _cpu_run], ids=["gpu", "cpu"])
+def test_validation_matrix_shows_the_failed_cell(make_run, tmp_path):
+    out_html, _ = _render(make_run(), tmp_path)
+    html = out_html.read_text(encoding="utf-8")
+    cells = [a for tag, a in _Elements(html).tags if tag == "td" and "status-failed" in a.get("class", "")]
+    assert [cell["title"] for cell in cells] == [FAILED_MESSAGE]
+    assert FAILED_MESSAGE in html.split('id="validation"')[1].split("</section>")[0]
+
+
+def _skip_or_fail(reason: str):
+    # CI must exercise the browser check; elsewhere a missing browser is only a skip
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the rendering test must run)")
+    pytest.skip(reason)
+
+
+@pytest.mark.parametrize("make_run", [_gpu_run, _cpu_run, _empty_run], ids=["gpu", "cpu", "empty"])
+def test_report_renders_in_chromium(make_run, tmp_path):
+    if not (CHROMIUM.exists() and shutil.which(str(CHROMIUM))):
+        _skip_or_fail(f"{CHROMIUM} not found (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("Python playwright not installed (pip install -r requirements-test.txt)")
+
+    out_html, figures = _render(make_run(), tmp_path)
+    errors, requests = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(out_html.as_uri(), wait_until="load")
+            widths = page.eval_on_selector_all("img", "images => images.map(i => i.complete ? i.naturalWidth : 0)")
+            hidden = [name for name in SECTIONS
+                      if not page.get_by_role("heading", name=name, exact=True).is_visible()]
+        finally:
+            browser.close()
+
+    assert errors == []
+    assert [url for url in requests if not url.startswith(("data:", "file:"))] == []
+    assert len(widths) == len(figures) and all(width > 0 for width in widths), widths
+    assert hidden == []

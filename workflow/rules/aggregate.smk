@@ -1,0 +1,17 @@
+rule aggregate:
+    input:
+        devices=["results/device.json"],
+        builds=planned("results/build/{family}/{variant}/{mode}.json"),
+        validations=planned("results/validate/{family}/{variant}/{mode}.json"),
+        benches=planned("results/bench/{family}/{variant}/{mode}/{shape}.json", with_shapes=True),
+    output:
+        summary=report("results/tables/summary.csv", caption="../report/summary_table.rst", category="Tables"),
+        samples="results/tables/samples.csv",
+        validation="results/tables/validation.csv",
+        builds="results/tables/builds.csv",
+        parquet=expand("results/tables/{table}.parquet", table=["summary", "samples", "validation", "builds"]),
+        devices="results/tables/devices.json",
+    log:
+        "results/logs/aggregate.log",
+    script:
+        "../scripts/aggregate.py"

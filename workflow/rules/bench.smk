@@ -1,0 +1,17 @@
+rule bench:
+    input:
+        validation="results/validate/{family}/{variant}/{mode}.json",
+        device="results/device.json",
+    output:
+        "results/bench/{family}/{variant}/{mode}/{shape}.json",
+    params:
+        timing=config["timing"],
+        cache=config["cache"],
+        cache_dir=cache_dir,
+    threads: threads_needed
+    resources:
+        gpu=gpus_needed,
+    log:
+        "results/logs/bench/{family}/{variant}/{mode}/{shape}.log",
+    script:
+        "../scripts/bench.py"

@@ -1,0 +1,28 @@
+rule device_facts:
+    output:
+        "results/device.json",
+    params:
+        device=DEVICE,
+        reason=DEVICE_REASON,
+    resources:
+        gpu=1 if DEVICE == "cuda" else 0,
+    log:
+        "results/logs/device_facts.log",
+    script:
+        "../scripts/device_facts.py"
+
+
+rule build:
+    input:
+        source=variant_source,
+    output:
+        "results/build/{family}/{variant}/{mode}.json",
+    params:
+        variant_params=lambda w: plan.params(config, variant_of(w)),
+        cache_dir=cache_dir,
+    resources:
+        gpu=gpus_needed,
+    log:
+        "results/logs/build/{family}/{variant}/{mode}.log",
+    script:
+        "../scripts/build.py"

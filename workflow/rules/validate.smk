@@ -1,0 +1,18 @@
+rule validate:
+    input:
+        build="results/build/{family}/{variant}/{mode}.json",
+        device="results/device.json",
+    output:
+        "results/validate/{family}/{variant}/{mode}.json",
+    params:
+        shapes=lambda w: [s.label for s in plan.validation_shapes(config)],
+        tolerance=lambda w: config["tolerance"][w.mode],
+        seed=config["seed"],
+        cache_dir=cache_dir,
+    threads: threads_needed
+    resources:
+        gpu=gpus_needed,
+    log:
+        "results/logs/validate/{family}/{variant}/{mode}.log",
+    script:
+        "../scripts/validate.py"
