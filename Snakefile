@@ -1,11 +1,13 @@
 # gemmbench: how close does each way of writing a matrix multiplication get to the GPU's limit and to cuBLAS?
 # Run: snakemake --cores all            (config: config/config.yaml; CPU-only try: --configfile config/cpu.yaml)
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+configfile: os.path.join(workflow.basedir, "config/config.yaml")
 
 
 report: "workflow/report/workflow.rst"

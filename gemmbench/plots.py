@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: plots run in Snakemake jobs without a display
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -66,11 +67,12 @@ def _log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
     ticks = [2 ** e for e in range(low, high + 1)]
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, labels=[str(t) for t in ticks])
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) -> sns.FacetGrid:
-    grid = sns.relplot(data=df, x="size", y=y, hue="series", col="mode", col_order=_modes(df),
+    grid = sns.relplot(data=df, x="size", y=y, hue="series", hue_order=sorted(df["series"].unique()),
+                       col="mode", col_order=_modes(df),
                        height=3.6, aspect=1.25, facet_kws=dict(sharey=False), **kwargs)
     grid.set_titles("{col_name}")
     grid.set_axis_labels("size (n, or (m·n·k)^⅓)", ylabel)
@@ -107,7 +109,8 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     if ok.empty:
         return _placeholder("Roofline", "no successful benchmark points in this run")
     ok = ok.assign(intensity=ok["flops"] / ok["min_bytes"])
-    grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="series", col="mode",
+    grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="series",
+                       hue_order=sorted(ok["series"].unique()), col="mode",
                        col_order=_modes(ok), kind="scatter", height=3.8, aspect=1.25)
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
@@ -116,16 +119,17 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     named = len(devices) > 1  # name the device on each ceiling only when there are several
     for mode, ax in grid.axes_dict.items():
         # 1-2-5 ticks label ranges narrower than a decade; the default labelled minor ticks collide
-        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
-        ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:g}"))
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))
+        ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         hue_entries = len(ax.get_lines())
         for device, linestyle in zip(devices, itertools.cycle(["-", "--", "-.", ":"])):
             suffix = f" ({device.get('gpu', '?')})" if named else ""
             peak = _finite((device.get("peak_tflops") or {}).get(mode))
             bandwidth = _finite(device.get("copy_bandwidth_gbps"))
             if peak is not None:
-                ax.axhline(peak, color="black", linestyle=linestyle, linewidth=1, label=f"peak {peak:.0f} TFLOP/s{suffix}")
+                ax.axhline(peak, color="black", linestyle=linestyle, linewidth=1,
+                           label=f"peak {peak:.0f} TFLOP/s{suffix}")
             if bandwidth is not None:
                 memory_bound = bandwidth * intensities / 1000  # GB/s × FLOP/byte → TFLOP/s
                 if peak is not None:
@@ -144,7 +148,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
 
 def _validation_error(checked: pd.DataFrame) -> plt.Figure:
     if checked.empty:
-        return _placeholder("Validation error", "no validation errors were measured in this run")
+        return _placeholder("Validation error", "no validation result with a measured error in this run")
     # exact results (error 0) would vanish from a log axis, so floor them at float64 epsilon
     checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps),
                              outcome=np.where(checked["status"] == "ok", "pass", "fail"))

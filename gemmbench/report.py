@@ -93,7 +93,8 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
         rows = []
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
-                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}"} for r in shape.itertuples()}
+                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}"}
+                     for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
                        "rows": sorted(rows, key=lambda r: r["volume"])})

@@ -14,7 +14,7 @@ def median_ci_rel(samples) -> float:
     if len(x) < 2:
         return math.inf
     q25, median, q75 = np.percentile(x, [25, 50, 75])
-    return 1.57 * (q75 - q25) / math.sqrt(len(x)) / median if median > 0 else math.inf
+    return float(1.57 * (q75 - q25) / math.sqrt(len(x)) / median) if median > 0 else math.inf
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Sampler:
 
     @property
     def converged(self) -> bool:
-        return len(self.device_s) >= self.min_samples and median_ci_rel(self.device_s) <= self.rel_precision
+        return bool(len(self.device_s) >= self.min_samples and median_ci_rel(self.device_s) <= self.rel_precision)
 
     @property
     def done(self) -> bool:

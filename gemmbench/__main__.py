@@ -1,0 +1,102 @@
+"""Command line: debug one variant at one size, list variants, compare two runs.
+
+  python -m gemmbench list
+  python -m gemmbench run cublas/gemm --mode fp32 --size 4096 [--shape 1000x999x1001] [--cache cold]
+  python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from gemmbench import config as gemmbench_config
+from gemmbench import logs, plan, stages
+from gemmbench.config import ConfigError
+
+
+def cmd_list(args) -> int:
+    cfg = gemmbench_config.load(args.config)
+    from kernels import registry
+    for key, v in sorted(registry.load(cfg["variant_modules"]).items()):
+        print(f"{key:28s} {v.device:5s} {','.join(v.modes):10s} {dict(v.params) or ''}  {v.description}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Build, validate and time one point through the same stages (and watchdog) as the pipeline."""
+    shape = plan.Shape.parse(args.shape) if args.shape else plan.Shape(args.size, args.size, args.size)
+    family = args.variant.split("/")[0]
+    overrides = {"families": [family], "variants": [args.variant], "modes": [args.mode], "max_size": {},
+                 "sizes": [shape.m] if shape.m == shape.n == shape.k else [1], "validation_shapes": [], "cache": args.cache}
+    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), **overrides})
+    device, reason = plan.resolve_device(cfg["device"])
+    variants = {v.key: v for v in plan.variants(cfg, device)}
+    if args.variant not in variants:
+        raise ConfigError(f"{args.variant} cannot run here (device {device}{': ' + reason if reason else ''})")
+    with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
+        tmp = Path(tmp)
+        stages.device_facts(device, reason, tmp / "device.json")
+        stages.build(cfg, args.variant, args.mode, tmp / "build.d", tmp / "build.json")
+        if not (shape.m == shape.n == shape.k):
+            cfg["sizes"], cfg["validation_shapes"] = [1], [[shape.m, shape.n, shape.k]]
+        stages.validate(cfg, args.variant, args.mode, tmp / "device.json", tmp / "build.json", tmp / "build.d",
+                        tmp / "validate.json")
+        row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "device.json", tmp / "validate.json",
+                           tmp / "build.d", tmp / "bench.json")
+    flops = 2 * shape.m * shape.n * shape.k
+    print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
+    if row["status"] == "ok":
+        print(f"  device median {row['median_s'] * 1e3:.4f} ms  ({flops / row['median_s'] / 1e12:.2f} TFLOP/s), "
+              f"host median {row['host_median_s'] * 1e3:.4f} ms, {row['samples']} samples, "
+              f"rel error {row['rel_error']:.3g}, throttled: {row['throttled']} {row.get('throttle_reasons') or ''}")
+    return 0 if row["status"] == "ok" else 1
+
+
+def cmd_compare(args) -> int:
+    """Per-point agreement of two runs' median device times (same gpu, variant, mode, shape)."""
+    import pandas as pd
+
+    keys = ["gpu", "family", "variant", "mode", "m", "n", "k"]
+    a, b = (pd.read_csv(p).query("status == 'ok'")[keys + ["median_s"]] for p in (args.a, args.b))
+    both = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    both = both[both[["m", "n", "k"]].min(axis=1) >= args.min_size]
+    both["diff_pct"] = 100 * (both.median_s_b / both.median_s_a - 1)
+    print(both.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    worst = both.diff_pct.abs().max()
+    print(f"\n{len(both)} points with min(m, n, k) >= {args.min_size}: largest |difference| {worst:.2f}%, "
+          f"median |difference| {both.diff_pct.abs().median():.2f}%")
+    return 0 if worst <= args.tolerance_pct else 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gemmbench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="registered variants").set_defaults(func=cmd_list)
+    run = sub.add_parser("run", help="build, validate and time one variant at one size")
+    run.add_argument("variant", help="family/name, e.g. cublas/gemm (see `list`)")
+    run.add_argument("--mode", default="fp32", choices=["fp32", "tf32"])
+    run.add_argument("--size", type=int, default=1024)
+    run.add_argument("--shape", help="MxNxK instead of a square --size")
+    run.add_argument("--cache", default="hot", choices=["hot", "cold"])
+    run.set_defaults(func=cmd_run)
+    compare = sub.add_parser("compare", help="per-point agreement of two summary.csv files")
+    compare.add_argument("a")
+    compare.add_argument("b")
+    compare.add_argument("--min-size", type=int, default=1024)
+    compare.add_argument("--tolerance-pct", type=float, default=2.0, help="exit 1 if any point differs more")
+    compare.set_defaults(func=cmd_compare)
+    args = parser.parse_args(argv)
+    logs.setup()
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def gpu_available() -> bool:
+    from gemmbench.plan import gpu_count
+    return gpu_count() > 0
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+    config.addinivalue_line("markers", "slow: runs the whole Snakemake DAG")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not gpu_available():
+        skip = pytest.mark.skip(reason="no CUDA GPU visible")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def snakemake(workdir: Path, *args, config: dict | None = None, timeout: float = 600, **kwargs):
+    """Run the repository's workflow with its working directory (results/, reports/) in `workdir`."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir)]
+    if config is not None:
+        path = workdir / "test-config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        cmd += ["--configfile", str(path)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, env=env, **kwargs)
+
+
+@pytest.fixture
+def cpu_config() -> dict:
+    return yaml.safe_load((ROOT / "config" / "cpu.yaml").read_text())

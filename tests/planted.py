@@ -1,0 +1,38 @@
+"""Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
+import os
+import time
+
+import numpy as np
+
+from kernels.registry import Built, Variant, register
+
+
+def _build(mode, params, cache_dir):
+    return Built(None, {"compile_s": 0.0})
+
+
+def _wrong(artifact, a, b, c):
+    """Right everywhere except one element: only the max-element check can catch it at large sizes."""
+    np.matmul(a, b, out=c)
+    c[-1, -1] += 1.0
+
+
+def _hang(artifact, a, b, c):
+    time.sleep(3600)
+
+
+def _crash(artifact, a, b, c):
+    if a.shape[0] > 64:
+        os.abort()  # like a segfault in a native kernel: the process dies without a word
+    np.matmul(a, b, out=c)
+
+
+def _slow(artifact, a, b, c):
+    time.sleep(0.05)
+    np.matmul(a, b, out=c)
+
+
+for name, run in {"planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash,
+                  "planted-slow": _slow}.items():
+    register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
+                     description=f"test fault injection: {run.__doc__ or name}"))

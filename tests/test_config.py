@@ -1,0 +1,71 @@
+import pytest
+import yaml
+
+from conftest import ROOT, snakemake
+from gemmbench import config
+from gemmbench.config import ConfigError
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml"])
+def test_shipped_configs_are_valid(name):
+    cfg = config.load(ROOT / "config" / name)
+    assert cfg["sizes"] and cfg["modes"]
+
+
+def test_defaults_are_filled_in():
+    cfg = config.validate({})
+    assert cfg["sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
+    assert cfg["modes"] == ["fp32", "tf32"]
+    assert cfg["device"] == "auto"
+    assert cfg["timing"]["min_samples"] == 10
+    assert set(cfg["tolerance"]) == {"fp32", "tf32"}
+
+
+def test_default_experiment_matches_the_brief():
+    cfg = config.load(ROOT / "config" / "config.yaml")
+    assert cfg["sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
+    shapes = cfg["validation_shapes"]
+    assert any(m != n != k != m for m, n, k in shapes), "a rectangular M≠N≠K shape"
+    assert any(max(s) <= 8 for s in shapes), "a tiny shape"
+    assert any(all(x % 16 for x in s) for s in shapes), "a shape that no tile divides"
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"sizez": [256]}, "'sizez' was unexpected"),
+    ({"sizes": [256, -5]}, "sizes[1]"),
+    ({"modes": ["fp16"]}, "modes[0]"),
+    ({"device": "gpu"}, "device"),
+    ({"timing": {"budget_s": 0}}, "timing.budget_s"),
+    ({"timing": {"min_samples": 50, "max_samples": 10}}, "min_samples"),
+    ({"validation_shapes": [[1, 2]]}, "validation_shapes[0]"),
+])
+def test_bad_config_names_the_key(bad, named):
+    with pytest.raises(ConfigError) as err:
+        config.validate(bad)
+    assert named in str(err.value)
+
+
+def test_unknown_variant_and_params_are_named(cpu_config):
+    from gemmbench import plan
+    with pytest.raises(ConfigError, match="cpu/nope"):
+        plan.variants(config.validate({**cpu_config, "variants": ["cpu/nope"]}), "cpu")
+    cfg = config.validate({**cpu_config, "params": {"cpu/numba-tiled": {"tile_q": 3}}})
+    variant = {v.key: v for v in plan.variants(cfg, "cpu")}["cpu/numba-tiled"]
+    with pytest.raises(ConfigError, match="tile_q"):
+        plan.params(cfg, variant)
+
+
+def test_bad_config_fails_before_any_job(tmp_path, cpu_config):
+    result = snakemake(tmp_path, "--cores", "1", config={**cpu_config, "sizes": [64, "big"]})
+    assert result.returncode != 0
+    assert "sizes[1]" in result.stderr + result.stdout
+    assert not (tmp_path / "results").exists(), "no job may run on a bad config"
+
+
+def test_device_cuda_without_gpu_is_an_error():
+    from gemmbench import plan
+    with pytest.raises(ConfigError, match="no GPU"):
+        plan.resolve_device("cuda", gpus=0)
+    assert plan.resolve_device("auto", gpus=0)[0] == "cpu"
+    assert "no GPU" in plan.resolve_device("auto", gpus=0)[1]
+    assert plan.resolve_device("auto", gpus=2) == ("cuda", "")

@@ -1,0 +1,54 @@
+"""Fault injection through the real stages: wrong, hanging and crashing kernels end as status rows."""
+import pytest
+
+from gemmbench import config, stages
+
+
+@pytest.fixture
+def cfg(cpu_config):
+    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 128], validation_shapes=[[7, 13, 5]])
+    cpu_config["timing"].update(point_timeout_s=5)
+    return config.validate(cpu_config)
+
+
+def run_stages(cfg, tmp_path, key, size=32):
+    stages.device_facts("cpu", "", tmp_path / "device.json")
+    build = stages.build(cfg, key, "fp32", tmp_path / "cache", tmp_path / "build.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json",
+                           tmp_path / "cache", tmp_path / "validate.json")
+    bench = stages.bench(cfg, key, "fp32", f"{size}x{size}x{size}", tmp_path / "device.json",
+                         tmp_path / "validate.json", tmp_path / "cache", tmp_path / "bench.json")
+    return build, {(r["m"], r["n"], r["k"]): r for r in rows}, bench
+
+
+def test_wrong_kernel_is_caught_by_validation_and_not_benchmarked(cfg, tmp_path):
+    build, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-wrong")
+    assert build["status"] == "ok"
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert bench["status"] == "skipped"
+    assert bench["message"].startswith("not benchmarked: validation failed")
+    assert "median_s" not in bench
+
+
+def test_hanging_kernel_ends_as_timeout_and_the_other_points_still_run(cfg, tmp_path):
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-hang")
+    assert [r["status"] for r in rows.values()] == ["timeout"] * 3
+    assert "killed" in rows[(32, 32, 32)]["message"]
+    assert bench["status"] == "skipped" and "timeout" in bench["message"]
+
+
+def test_crashing_kernel_is_an_error_row_and_later_points_still_run(cfg, tmp_path):
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-crash")
+    assert rows[(128, 128, 128)]["status"] == "error"
+    assert "signal" in rows[(128, 128, 128)]["message"]
+    assert rows[(32, 32, 32)]["status"] == "ok" and rows[(7, 13, 5)]["status"] == "ok"  # 7x13x5 runs after the crash
+    assert bench["status"] == "ok" and bench["median_s"] > 0
+
+
+def test_size_cap_and_declared_limits_are_skipped_with_the_reason(cfg, tmp_path):
+    cfg["max_size"] = {"cpu": 64}
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/numpy-blas", size=128)
+    assert rows[(128, 128, 128)]["status"] == "skipped"
+    assert "max_size 64" in rows[(128, 128, 128)]["message"]
+    assert rows[(32, 32, 32)]["status"] == "ok"
+    assert bench["status"] == "skipped" and "max_size 64" in bench["message"]

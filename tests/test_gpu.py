@@ -1,0 +1,62 @@
+"""GPU-only checks (marked `gpu`; skipped without a CUDA device)."""
+import pytest
+
+from gemmbench import backend as backends
+from gemmbench import config, stages
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return backends.create("cuda")
+
+
+@pytest.mark.parametrize("mode", ["fp32", "tf32"])
+def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
+    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "sizes": [256, 1024],
+                           "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
+    stages.device_facts("cuda", "", tmp_path / "device.json")
+    build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "c", tmp_path / "build.json")
+    assert build["status"] == "ok" and build["cublas_version"] > 0
+    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "device.json", tmp_path / "build.json",
+                           tmp_path / "c", tmp_path / "validate.json")
+    assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
+    assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
+
+
+def test_tf32_is_really_tensor_core_tf32(cuda):
+    """TF32 rounds inputs to 10 mantissa bits: its error must be clearly larger than FP32's."""
+    from kernels import registry
+    variant = registry.load()["cublas/gemm"]
+    a, b = cuda.inputs(512, 512, 2048, seed=1)
+    errors = {}
+    for mode in ("fp32", "tf32"):
+        c = cuda.poisoned_output(512, 512)
+        variant.run(variant.build(mode, {}, None).artifact, a, b, c)
+        cuda.synchronize()
+        errors[mode] = cuda.errors(a, b, c)["rel_error"]
+    assert errors["tf32"] > 20 * errors["fp32"], errors
+
+
+def test_device_facts_have_peak_bandwidth_and_versions(cuda):
+    facts = cuda.facts()
+    assert facts["sm_count"] > 0 and facts["max_sm_clock_mhz"] > 0
+    assert facts["copy_bandwidth_gbps"] > 100
+    assert facts["peak_tflops"].get("fp32", 0) > 0 if facts["compute_capability"] in backends.FLOP_PER_CLOCK_PER_SM else True
+    assert facts["versions"]["cublas"] > 0 and facts["driver"]
+    telemetry = cuda.telemetry()
+    assert telemetry["sm_clock_mhz"] > 0 and "slowdown" in telemetry
+
+
+def test_a_run_that_waits_on_the_device_is_refused_not_mistimed(cuda, monkeypatch):
+    monkeypatch.setattr(cuda, "BLOCK_TIMEOUT_NS", 200_000_000)
+    with pytest.raises(backends.BlockedTooLong):
+        cuda.device_time(lambda: cuda.cupy.cuda.runtime.deviceSynchronize())
+    assert cuda.device_time(lambda: cuda.xp.ones(10).sum()) > 0  # the stream works again afterwards
+
+
+def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
+    a, b = cuda.inputs(64, 64, 64, seed=2)
+    cuda.flush_cache()
+    assert cuda.device_time(lambda: a @ b) > 0

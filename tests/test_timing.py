@@ -1,0 +1,79 @@
+import math
+
+import numpy as np
+import pytest
+
+from gemmbench import timing
+
+
+def test_median_ci_is_zero_for_constant_samples_and_shrinks_with_n():
+    assert timing.median_ci_rel([2.0] * 10) == 0
+    rng = np.random.default_rng(0)
+    noisy = 1 + 0.01 * rng.standard_normal(10_000)
+    assert timing.median_ci_rel(noisy[:100]) > timing.median_ci_rel(noisy)
+    # 1.57 * IQR / sqrt(n): IQR of N(0, 0.01) is 0.0135
+    assert timing.median_ci_rel(noisy) == pytest.approx(1.57 * 0.0135 / 100, rel=0.05)
+    assert math.isinf(timing.median_ci_rel([1.0]))
+
+
+def test_sampler_stops_when_the_median_is_stable_but_not_before_min_samples():
+    s = timing.Sampler(min_samples=5, max_samples=100, rel_precision=0.01, budget_s=60)
+    for i in range(4):
+        s.add(1.0, 1.1)
+        assert not s.done
+    s.add(1.0, 1.1)
+    assert s.done and s.converged
+
+
+def test_sampler_keeps_sampling_noisy_points_until_max_samples():
+    s = timing.Sampler(min_samples=3, max_samples=20, rel_precision=1e-6, budget_s=60)
+    rng = np.random.default_rng(1)
+    while not s.done:
+        s.add(1 + rng.random(), 1.0)
+    assert len(s.device_s) == 20 and not s.converged
+    summary = s.summary()
+    assert summary["samples"] == 20 and summary["converged"] is False
+    assert summary["median_s"] == pytest.approx(float(np.median(s.device_s)))
+
+
+def test_sampler_stops_at_the_budget_after_min_samples():
+    s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=1e-9, budget_s=0.0)
+    s.add(1.0, 1.0)
+    s.add(2.0, 1.0)
+    assert not s.done  # min_samples first, whatever the budget
+    s.add(3.0, 1.0)
+    assert s.done
+
+
+class CountingBackend:
+    """A clock that returns scripted device times and counts flushes."""
+
+    def __init__(self):
+        self.flushes = 0
+        self.calls = 0
+
+    def synchronize(self):
+        pass
+
+    def flush_cache(self):
+        self.flushes += 1
+
+    def device_time(self, run):
+        run()
+        return 1e-3
+
+    def host_time(self, run):
+        run()
+        return 2e-3
+
+
+@pytest.mark.parametrize("cache, flushes_per_sample", [("hot", 0), ("cold", 2)])
+def test_sample_flushes_only_for_cold_cache(cache, flushes_per_sample):
+    backend = CountingBackend()
+    runs = []
+    cfg = {"min_samples": 4, "max_samples": 4, "rel_precision": 0.5, "budget_s": 10}
+    timing.warm_up(backend, lambda: runs.append("w"), 3)
+    s = timing.sample(backend, lambda: runs.append("s"), cfg, cache)
+    assert runs.count("w") == 3 and runs.count("s") == 8  # a device and a host sample each
+    assert backend.flushes == flushes_per_sample * 4
+    assert s.summary()["host_median_s"] == 2e-3
