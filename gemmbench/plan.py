@@ -36,16 +36,20 @@ def gpu_count() -> int:
 
 
 def resolve_device(requested: str, gpus: int | None = None) -> tuple[str, str]:
-    """(device, reason). 'auto' falls back to the CPU, with a reason that the log and report show."""
-    if requested == "cpu":
-        return "cpu", ""
-    gpus = gpu_count() if gpus is None else gpus
-    if gpus:
+    """(device, reason). 'auto' falls back to the CPU, with a reason that the log and report show.
+    'cuda' is taken as asked: hosts that only plan (dry runs, cluster submission) need no GPU."""
+    if requested != "auto":
+        return requested, ""
+    if (gpu_count() if gpus is None else gpus) > 0:
         return "cuda", ""
-    if requested == "cuda":
+    return "cpu", "no GPU visible on this host: ran the CPU families only"
+
+
+def require_gpu(gpus: int | None = None) -> None:
+    """Before GPU jobs run on this host: `device: cuda` without a GPU is an error."""
+    if (gpu_count() if gpus is None else gpus) == 0:
         raise ConfigError("device: cuda, but no GPU is visible on this host (CUDA reports 0 devices); "
                           "use device: auto or cpu, or run on a GPU host")
-    return "cpu", "no GPU visible on this host: ran the CPU families only"
 
 
 def sweep_shapes(config: dict) -> list[Shape]:

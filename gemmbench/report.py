@@ -35,8 +35,8 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         best_tables=_best_per_family(summary),
-        figures=[{"name": name, "caption": CAPTIONS.get(name, ""), "uri": _data_uri(path, "image/png")}
-                 for name, path in figures.items()],
+        figures=[{"name": name, "caption": CAPTIONS.get(name, ""), "uri": _data_uri(figures[name], "image/png")}
+                 for name in sorted(figures, key=_figure_order)],
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
         non_ok=_table(summary.loc[summary["status"] != "ok", NON_OK_COLUMNS]),
@@ -47,6 +47,12 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                    {"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")}],
     )
     Path(out_html).write_text(html, encoding="utf-8")
+
+
+def _figure_order(name: str) -> tuple[int, str]:
+    """Known figures in reading order (CAPTIONS), any others after them by name."""
+    known = list(CAPTIONS)
+    return (known.index(name) if name in known else len(known), name)
 
 
 def _data_uri(path: Path, mime: str) -> str:

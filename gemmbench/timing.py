@@ -55,11 +55,15 @@ class Sampler:
         }
 
 
-def warm_up(backend, run, runs: int) -> None:
-    """Launches before sampling: JIT, module load, handles, caches and clocks settle here."""
-    for _ in range(runs):
+def warm_up(backend, run, runs: int, seconds: float = 0.0) -> None:
+    """Launches before sampling: JIT, module load and handles settle, and long enough (`seconds`) for the
+    clocks to reach their steady state under this load (a power-capped GPU slows down within a second)."""
+    start = time.perf_counter()
+    done = 0
+    while done < runs or time.perf_counter() - start < seconds:
         run()
-    backend.synchronize()
+        backend.synchronize()
+        done += 1
 
 
 def sample(backend, run, timing: dict, cache: str) -> Sampler:

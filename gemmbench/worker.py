@@ -58,7 +58,7 @@ def bench_row(variant, built, backend, task, point) -> dict:
     a, b = backend.inputs(m, n, k, point["seed"])
     c = backend.poisoned_output(m, n)
     run = lambda: variant.run(built.artifact, a, b, c)  # noqa: E731
-    timing.warm_up(backend, run, task["timing"]["warmup_runs"])
+    timing.warm_up(backend, run, task["timing"]["warmup_runs"], task["timing"]["warmup_s"])
     before = backend.telemetry()
     sampler = timing.sample(backend, run, task["timing"], task["cache"])
     after = backend.telemetry()

@@ -28,15 +28,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-def snakemake(workdir: Path, *args, config: dict | None = None, timeout: float = 600, **kwargs):
-    """Run the repository's workflow with its working directory (results/, reports/) in `workdir`."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir)]
-    if config is not None:
-        path = workdir / "test-config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        cmd += ["--configfile", str(path)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, env=env, **kwargs)
+def snakemake_command(workdir: Path) -> list[str]:
+    """The repository's workflow, with its working directory (results/, reports/) in `workdir`."""
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir)]
+
+
+SNAKEMAKE_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def write_config(workdir: Path, config: dict) -> Path:
+    path = workdir / "test-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def snakemake(workdir: Path, *args, config: dict | None = None, timeout: float = 600):
+    cmd = snakemake_command(workdir) + (["--configfile", str(write_config(workdir, config))] if config else [])
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, env=SNAKEMAKE_ENV)
 
 
 @pytest.fixture

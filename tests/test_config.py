@@ -65,7 +65,19 @@ def test_bad_config_fails_before_any_job(tmp_path, cpu_config):
 def test_device_cuda_without_gpu_is_an_error():
     from gemmbench import plan
     with pytest.raises(ConfigError, match="no GPU"):
-        plan.resolve_device("cuda", gpus=0)
+        plan.require_gpu(gpus=0)
+    plan.require_gpu(gpus=1)
+    assert plan.resolve_device("cuda") == ("cuda", "")  # planning alone (dry run, submit host) needs no GPU
     assert plan.resolve_device("auto", gpus=0)[0] == "cpu"
     assert "no GPU" in plan.resolve_device("auto", gpus=0)[1]
     assert plan.resolve_device("auto", gpus=2) == ("cuda", "")
+
+
+def test_running_device_cuda_without_a_gpu_fails_before_any_job(tmp_path, cpu_config):
+    from gemmbench.plan import gpu_count
+    if gpu_count():
+        pytest.skip("this host has a GPU")
+    result = snakemake(tmp_path, "--cores", "1", config={**cpu_config, "device": "cuda"})
+    assert result.returncode != 0
+    assert "device: cuda, but no GPU is visible" in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()

@@ -53,10 +53,14 @@ def test_a_run_that_waits_on_the_device_is_refused_not_mistimed(cuda, monkeypatc
     monkeypatch.setattr(cuda, "BLOCK_TIMEOUT_NS", 200_000_000)
     with pytest.raises(backends.BlockedTooLong):
         cuda.device_time(lambda: cuda.cupy.cuda.runtime.deviceSynchronize())
-    assert cuda.device_time(lambda: cuda.xp.ones(10).sum()) > 0  # the stream works again afterwards
+    x = cuda.xp.ones(10)
+    x.sum()  # compile the reduction kernel now: the spinning kernel would time out on a JIT compile
+    cuda.synchronize()
+    assert cuda.device_time(lambda: x.sum()) > 0  # the stream works again afterwards
 
 
 def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
     a, b = cuda.inputs(64, 64, 64, seed=2)
+    a @ b  # warm up: first use may load modules or allocate a workspace, which waits on the device
     cuda.flush_cache()
     assert cuda.device_time(lambda: a @ b) > 0

@@ -77,3 +77,12 @@ def test_sample_flushes_only_for_cold_cache(cache, flushes_per_sample):
     assert runs.count("w") == 3 and runs.count("s") == 8  # a device and a host sample each
     assert backend.flushes == flushes_per_sample * 4
     assert s.summary()["host_median_s"] == 2e-3
+
+
+def test_warm_up_runs_at_least_the_count_and_for_at_least_the_time():
+    backend, runs = CountingBackend(), []
+    timing.warm_up(backend, lambda: runs.append(1), runs=2, seconds=0.0)
+    assert len(runs) == 2
+    runs.clear()
+    timing.warm_up(backend, lambda: (runs.append(1), __import__("time").sleep(0.01)), runs=1, seconds=0.1)
+    assert len(runs) >= 9

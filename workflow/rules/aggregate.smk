@@ -13,5 +13,7 @@ rule aggregate:
         devices="results/tables/devices.json",
     log:
         "results/logs/aggregate.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/aggregate.py"

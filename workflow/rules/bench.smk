@@ -13,5 +13,7 @@ rule bench:
         gpu=gpus_needed,
     log:
         "results/logs/bench/{family}/{variant}/{mode}/{shape}.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/bench.py"

@@ -8,6 +8,8 @@ rule device_facts:
         gpu=1 if DEVICE == "cuda" else 0,
     log:
         "results/logs/device_facts.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/device_facts.py"
 
@@ -24,5 +26,7 @@ rule build:
         gpu=gpus_needed,
     log:
         "results/logs/build/{family}/{variant}/{mode}.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/build.py"

@@ -1,13 +1,11 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
 import inspect
-import os
 import sys
 
 from snakemake.exceptions import WorkflowError
 
+# Script jobs inherit this search path from Snakemake, so they import gemmbench and kernels too.
 sys.path.insert(0, workflow.basedir)
-# Script jobs run in their own interpreter: let them import gemmbench and kernels too.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 from gemmbench import config as gemmbench_config, logs, plan
 from gemmbench.config import ConfigError
@@ -20,13 +18,24 @@ try:
     config.update(_validated)  # scripts see the validated config, defaults filled in
     if config["device"] == "auto" and not workflow.is_main_process:
         raise ConfigError("device: auto cannot be resolved on a remote node; set device: cuda or cpu")
-    # Hosts that only plan (dry runs, cluster submission) need not have the GPU the jobs will use.
-    planning_only = workflow.dryrun or not workflow.local_exec
-    DEVICE, DEVICE_REASON = plan.resolve_device(config["device"], 1 if planning_only and config["device"] == "cuda" else None)
+    DEVICE, DEVICE_REASON = plan.resolve_device(config["device"])
     VARIANTS = {v.key: v for v in plan.variants(config, DEVICE)}
     SWEEP = [s.label for s in plan.sweep_shapes(config)]
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+
+
+onstart:
+    # Only when jobs really run here (not in dry runs, not on a cluster submit host).
+    if DEVICE == "cuda" and workflow.local_exec:
+        try:
+            plan.require_gpu()
+        except ConfigError as exc:
+            raise WorkflowError(str(exc)) from None
+        if "gpu" not in workflow.global_resources:
+            raise WorkflowError("GPU jobs need a limit so that two never share a GPU: pass --resources gpu=N "
+                                "(N = GPUs here; the default profile in workflow/profiles/default sets gpu=1)")
+
 
 if DEVICE_REASON:
     log.warning("=" * 72 + "\n  %s\n" + "=" * 72, DEVICE_REASON.upper())

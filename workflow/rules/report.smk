@@ -12,20 +12,24 @@ rule plot:
         svg=[f"reports/figures/{name}.svg" for name in FIGURES],
     log:
         "results/logs/plot.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/plot.py"
 
 
 rule report:
     input:
-        rules.aggregate.output,
-        rules.plot.output,
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        parquet=rules.aggregate.output.parquet,
+        devices=rules.aggregate.output.devices,
+        figures=rules.plot.output.png,
     output:
         "reports/report.html",
-    params:
-        tables="results/tables",
-        figures="reports/figures",
     log:
         "results/logs/report.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/report.py"

@@ -14,5 +14,7 @@ rule validate:
         gpu=gpus_needed,
     log:
         "results/logs/validate/{family}/{variant}/{mode}.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/validate.py"

@@ -1,4 +1,7 @@
+from pathlib import Path
+
 from gemmbench import logs, stages
 
 logs.setup(snakemake.log[0])
-stages.report(snakemake.config, snakemake.params.tables, snakemake.params.figures, snakemake.output[0])
+stages.report(snakemake.config, Path(snakemake.input.summary).parent, Path(snakemake.input.figures[0]).parent,
+              snakemake.output[0])

@@ -1,0 +1,26 @@
+"""environment.yml and requirements.txt must pin the same packages, and the pins we know matter."""
+import re
+
+import yaml
+
+from conftest import ROOT
+
+
+def requirement_pins(path):
+    lines = (l.split("#")[0].strip() for l in path.read_text().splitlines())
+    return {l for l in lines if l and not l.startswith("-r")}
+
+
+def test_environment_yml_and_requirements_agree():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert set(pip_section) == requirement_pins(ROOT / "requirements.txt")
+
+
+def test_known_pins():
+    pins = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[.*\])?==(.+)", p).groups()
+                for p in requirement_pins(ROOT / "requirements.txt"))
+    assert tuple(int(x) for x in pins["numpy"].split(".")[:2]) < (2, 5)  # numba-cuda 0.30.4 breaks on 2.5
+    assert pins["apache-tvm"] == "0.27.0.post1"
+    assert pins["apache-tvm-ffi"] == "0.1.14.post1"  # 0.1.15 segfaults in MetaSchedule
+    assert all("==" in p for p in requirement_pins(ROOT / "requirements.txt")), "every requirement is pinned"
