@@ -59,7 +59,8 @@ def cmd_compare(args) -> int:
     import pandas as pd
 
     keys = ["gpu", "family", "variant", "mode", "m", "n", "k"]
-    a, b = (pd.read_csv(p).query("status == 'ok'")[keys + ["median_s"]] for p in (args.a, args.b))
+    a, b = (pd.read_csv(p).query("status == 'ok'")[keys + ["median_s", "sm_clock_mhz", "throttle_reasons"]]
+            for p in (args.a, args.b))
     both = a.merge(b, on=keys, suffixes=("_a", "_b"))
     both = both[both[["m", "n", "k"]].min(axis=1) >= args.min_size]
     both["diff_pct"] = 100 * (both.median_s_b / both.median_s_a - 1)

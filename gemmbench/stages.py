@@ -149,7 +149,8 @@ def methodology(config: dict) -> dict:
         "Host time": "wall time of one call including launch and synchronisation, recorded beside it",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches and {timing['warmup_s']} s of warm-up "
                     f"(clocks settle under load), then samples until the 95% confidence half-width "
-                    f"of the median is below {timing['rel_precision']:.2%} of it (at least {timing['min_samples']}, "
+                    f"of the median is below {timing['rel_precision']:.2%} of it (at least {timing['min_samples']} samples "
+                    f"adding up to {timing['min_time_s']} s, "
                     f"at most {timing['max_samples']} samples, {timing['budget_s']} s budget per point)",
         "Cache": f"{config['cache']} (cold: L2 flushed by a 2×L2 memset before every sample, outside the timed region)",
         "Clocks": "NVML SM clock, temperature, power and slowdown reasons read after warm-up and after sampling; "

@@ -19,12 +19,17 @@ def median_ci_rel(samples) -> float:
 
 @dataclass
 class Sampler:
-    """Collects samples until the median is stable (relative CI under rel_precision), or budget/max ends."""
+    """Collects samples until the median is stable (relative CI under rel_precision), or budget/max ends.
+
+    As in nvbench, the samples must also add up to min_time_s of device time before the median counts as
+    stable: a power-capped GPU's clock moves over tens of milliseconds, so short windows disagree.
+    """
 
     min_samples: int
     max_samples: int
     rel_precision: float
     budget_s: float
+    min_time_s: float = 0.0
     device_s: list = field(default_factory=list)
     host_s: list = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
@@ -35,7 +40,8 @@ class Sampler:
 
     @property
     def converged(self) -> bool:
-        return bool(len(self.device_s) >= self.min_samples and median_ci_rel(self.device_s) <= self.rel_precision)
+        return bool(len(self.device_s) >= self.min_samples and sum(self.device_s) >= self.min_time_s
+                    and median_ci_rel(self.device_s) <= self.rel_precision)
 
     @property
     def done(self) -> bool:
@@ -68,7 +74,8 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0) -> None:
 
 def sample(backend, run, timing: dict, cache: str) -> Sampler:
     """Device time (launch overhead excluded) and host time per call, until the median is stable."""
-    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"])
+    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
+                      timing["min_time_s"])
     while not sampler.done:
         if cache == "cold":
             backend.flush_cache()

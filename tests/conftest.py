@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
     if not gpu_available():
         skip = pytest.mark.skip(reason="no CUDA GPU visible")
         for item in items:
-            if "gpu" in item.keywords:
+            if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
 
 

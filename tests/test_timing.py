@@ -71,7 +71,7 @@ class CountingBackend:
 def test_sample_flushes_only_for_cold_cache(cache, flushes_per_sample):
     backend = CountingBackend()
     runs = []
-    cfg = {"min_samples": 4, "max_samples": 4, "rel_precision": 0.5, "budget_s": 10}
+    cfg = {"min_samples": 4, "max_samples": 4, "rel_precision": 0.5, "budget_s": 10, "min_time_s": 0}
     timing.warm_up(backend, lambda: runs.append("w"), 3)
     s = timing.sample(backend, lambda: runs.append("s"), cfg, cache)
     assert runs.count("w") == 3 and runs.count("s") == 8  # a device and a host sample each
@@ -86,3 +86,12 @@ def test_warm_up_runs_at_least_the_count_and_for_at_least_the_time():
     runs.clear()
     timing.warm_up(backend, lambda: (runs.append(1), __import__("time").sleep(0.01)), runs=1, seconds=0.1)
     assert len(runs) >= 9
+
+
+def test_the_median_counts_as_stable_only_after_min_time():
+    s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=0.01, budget_s=60, min_time_s=1.0)
+    for _ in range(7):
+        s.add(0.125, 0.125)
+    assert not s.done  # stable, but only 0.875 s of samples
+    s.add(0.125, 0.125)
+    assert s.done and s.converged
