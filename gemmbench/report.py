@@ -87,6 +87,10 @@ def _flatten(mapping: dict, prefix: str = "") -> list[tuple[str, str]]:
     return items
 
 
+def _flagged(value) -> bool:
+    return False if value is None or pd.isna(value) else bool(value)
+
+
 def _best_per_family(summary: pd.DataFrame) -> list[dict]:
     """Per (gpu, mode, cache): rows = shapes, one cell per family with its fastest variant."""
     ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
@@ -99,7 +103,9 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
         rows = []
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
-                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}"}
+                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}",
+                                "clock": "" if pd.isna(getattr(r, "sm_clock_mhz", None)) else f"{r.sm_clock_mhz:.0f}",
+                                "throttled": r.throttle_reasons if _flagged(getattr(r, "throttled", None)) else ""}
                      for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
