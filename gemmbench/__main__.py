@@ -28,8 +28,10 @@ def cmd_run(args) -> int:
     """Build, validate and time one point through the same stages (and watchdog) as the pipeline."""
     shape = plan.Shape.parse(args.shape) if args.shape else plan.Shape(args.size, args.size, args.size)
     family = args.variant.split("/")[0]
+    square = shape.m == shape.n == shape.k
     overrides = {"families": [family], "variants": [args.variant], "modes": [args.mode], "max_size": {},
-                 "sizes": [shape.m] if shape.m == shape.n == shape.k else [1], "validation_shapes": [], "cache": args.cache}
+                 "cache": args.cache, "sizes": [shape.m] if square else [1],  # a non-square shape is validated as awkward
+                 "validation_shapes": [] if square else [[shape.m, shape.n, shape.k]]}
     cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), **overrides})
     device, reason = plan.resolve_device(cfg["device"])
     variants = {v.key: v for v in plan.variants(cfg, device)}
@@ -39,8 +41,6 @@ def cmd_run(args) -> int:
         tmp = Path(tmp)
         stages.device_facts(device, reason, tmp / "device.json")
         stages.build(cfg, args.variant, args.mode, tmp / "build.d", tmp / "build.json")
-        if not (shape.m == shape.n == shape.k):
-            cfg["sizes"], cfg["validation_shapes"] = [1], [[shape.m, shape.n, shape.k]]
         stages.validate(cfg, args.variant, args.mode, tmp / "device.json", tmp / "build.json", tmp / "build.d",
                         tmp / "validate.json")
         row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "device.json", tmp / "validate.json",

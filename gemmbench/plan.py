@@ -78,7 +78,7 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
         log.warning("=" * 72 + "\n  NO GPU: the GPU families %s are not run; only CPU families run.\n" + "=" * 72, dropped)
     chosen = [v for v in chosen if device == "cuda" or v.device == "cpu"]
     for key in config["params"]:
-        if key not in {v.key for v in chosen} and key not in known:
+        if key not in known:
             raise ConfigError(f"params: {key!r} is not a registered variant ({sorted(known)})")
     return chosen
 

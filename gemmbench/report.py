@@ -10,14 +10,8 @@ import jinja2
 import pandas as pd
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
-CAPTIONS = {
-    "tflops_vs_size": "Achieved TFLOP/s per variant against matrix size, one panel per compute mode.",
-    "pct_of_cublas": "Speed relative to cuBLAS on the same GPU, shape and mode; the dashed line is parity.",
-    "roofline": "Achieved TFLOP/s against arithmetic intensity, under the device's peak and copy-bandwidth "
-                "ceilings and the best throughput measured in this run.",
-    "validation_error": "Relative error against the fp64 reference; dashed lines are the tolerances, "
-                        "crosses are failed checks.",
-}
+# Reading order of the figures; their captions are the ones `snakemake --report` shows (workflow/report/*.rst).
+FIGURE_ORDER = ["tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "family", "variant", "mode", "m", "n", "k", "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas"]
@@ -35,7 +29,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         best_tables=_best_per_family(summary),
-        figures=[{"name": name, "caption": CAPTIONS.get(name, ""), "uri": _data_uri(figures[name], "image/png")}
+        figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
                  for name in sorted(figures, key=_figure_order)],
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
@@ -50,9 +44,13 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
 
 
 def _figure_order(name: str) -> tuple[int, str]:
-    """Known figures in reading order (CAPTIONS), any others after them by name."""
-    known = list(CAPTIONS)
-    return (known.index(name) if name in known else len(known), name)
+    """Known figures in reading order, any others after them by name."""
+    return (FIGURE_ORDER.index(name) if name in FIGURE_ORDER else len(FIGURE_ORDER), name)
+
+
+def _caption(name: str) -> str:
+    path = TEMPLATE.parent / f"{name}.rst"
+    return " ".join(path.read_text().split()) if path.exists() else ""
 
 
 def _data_uri(path: Path, mime: str) -> str:
