@@ -59,7 +59,8 @@ def sweep_shapes(config: dict) -> list[Shape]:
 def validation_shapes(config: dict) -> list[Shape]:
     awkward = [Shape(m, n, k, "awkward") for m, n, k in config["validation_shapes"]]
     sweep = sweep_shapes(config)
-    return sweep + [s for s in awkward if (s.m, s.n, s.k) not in {(t.m, t.n, t.k) for t in sweep}]
+    in_sweep = {(s.m, s.n, s.k) for s in sweep}
+    return sweep + [s for s in awkward if (s.m, s.n, s.k) not in in_sweep]
 
 
 def variants(config: dict, device: str) -> list[registry.Variant]:
@@ -75,7 +76,7 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
             log.warning("family %r has no registered variant (selected by the config): nothing to run for it", family)
     dropped = sorted({v.family for v in chosen if v.device != "cpu"}) if device == "cpu" else []
     if dropped:
-        log.warning("=" * 72 + "\n  NO GPU: the GPU families %s are not run; only CPU families run.\n" + "=" * 72, dropped)
+        log.warning("device cpu: the GPU families %s are not run", dropped)
     chosen = [v for v in chosen if device == "cuda" or v.device == "cpu"]
     for key in config["params"]:
         if key not in known:

@@ -65,13 +65,15 @@ def build(config: dict, key: str, mode: str, cache_dir, out) -> dict:
 
 
 def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked) -> list[dict]:
-    """Rows for `shapes`: `blocked(shape)` gives (status, message) for points not to run, else they run."""
+    """Rows for `shapes`. A point the plan skips (size cap, shape the variant declares unsupported) or that
+    `blocked(shape)` stops with a (status, message) gets that row; the others run in a supervised worker."""
     rows, todo = [], []
     for shape in shapes:
         row = _base_row(config, facts, variant, mode, shape)
-        reason = blocked(shape)
-        if reason:
-            row.update(zip(("status", "message"), reason))
+        skip = plan.skip_reason(config, variant, shape)
+        outcome = ("skipped", skip) if skip else blocked(shape)
+        if outcome:
+            row.update(zip(("status", "message"), outcome))
         else:
             todo.append(row)
         rows.append(row)
@@ -89,9 +91,6 @@ def validate(config: dict, key: str, mode: str, facts_path, build_path, cache_di
     variant, facts, built = _variant(config, key), read_json(facts_path), read_json(build_path)
 
     def blocked(shape):
-        reason = plan.skip_reason(config, variant, shape)
-        if reason:
-            return "skipped", reason
         if built["status"] != "ok":
             return "error", f"build failed: {built['message']}"
         return None
@@ -109,9 +108,6 @@ def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, valid
     check = checked.get((shape.m, shape.n, shape.k))
 
     def blocked(shape):
-        reason = plan.skip_reason(config, variant, shape)
-        if reason:
-            return "skipped", reason
         if check is None:
             return "skipped", "not benchmarked: this shape was not validated"
         if check["status"] != "ok":

@@ -62,12 +62,13 @@ def bench_row(variant, built, backend, task, point) -> dict:
     before = backend.telemetry()
     sampler = timing.sample(backend, run, task["timing"], task["cache"])
     after = backend.telemetry()
+    summary = sampler.summary()
     slowdown = sorted(set(before.get("slowdown", [])) | set(after.get("slowdown", [])))
     clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
-        "message": f"{sampler.summary()['samples']} samples" + ("" if sampler.converged else ", median not converged"),
-        **sampler.summary(),
+        "message": f"{summary['samples']} samples" + ("" if summary["converged"] else ", median not converged"),
+        **summary,
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
