@@ -14,6 +14,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/tune.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/validate.smk"
 include: "workflow/rules/bench.smk"

@@ -78,10 +78,29 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     if dropped:
         log.warning("device cpu: the GPU families %s are not run", dropped)
     chosen = [v for v in chosen if device == "cuda" or v.device == "cpu"]
-    for key in config["params"]:
-        if key not in known:
-            raise ConfigError(f"params: {key!r} is not a registered variant ({sorted(known)})")
+    for section in ("params", "max_size"):
+        for key in config[section]:
+            if key not in known and key not in registry.FAMILIES:
+                raise ConfigError(f"{section}: {key!r} is not a registered variant ({sorted(known)})")
     return chosen
+
+
+def gpu_slug(config: dict) -> str:
+    """The GPU model as a path component (tuning results are per model): the config's tune.gpu, else GPU 0's name."""
+    from gemmbench.tune import gpu_slug as slug
+
+    if config["tune"]["gpu"]:
+        return slug(config["tune"]["gpu"])
+    try:
+        import cupy
+        return slug(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
+    except Exception:  # a submit host without a GPU: results land under "unknown-gpu" unless tune.gpu names it
+        return "unknown-gpu"
+
+
+def tuned(config: dict, variant: registry.Variant) -> bool:
+    """Whether the tune stage chooses this variant's parameters (explicit params in the config win)."""
+    return bool(config["tune"]["enabled"] and variant.space and variant.key not in config["params"])
 
 
 def params(config: dict, variant: registry.Variant) -> dict:
@@ -99,7 +118,8 @@ def modes(config: dict, variant: registry.Variant) -> list[str]:
 
 def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | None:
     """Why this point is not run at all (declared by the variant or capped by the config), or None."""
-    cap = config["max_size"].get(variant.family)
+    name = variant.key if variant.key in config["max_size"] else variant.family
+    cap = config["max_size"].get(name)
     if cap and max(shape.m, shape.n, shape.k) > cap:
-        return f"above the configured size cap for family {variant.family} (max_size {cap})"
+        return f"above the configured size cap for {name} (max_size {cap})"
     return variant.unsupported(shape.m, shape.n, shape.k, params(config, variant))

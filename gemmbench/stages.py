@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from gemmbench import backend as backends
-from gemmbench import plan
+from gemmbench import plan, tune as tuning
 from gemmbench.supervise import run_task
 from kernels import registry
 
@@ -39,11 +39,13 @@ def _variant(config: dict, key: str) -> registry.Variant:
     return registry.load(config["variant_modules"])[key]
 
 
-def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_dir, points: list[dict]) -> dict:
+def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_dir, points: list[dict],
+          classes: dict | None = None) -> dict:
     return {"kind": kind, "variant": variant.key, "variant_modules": config["variant_modules"],
-            "device": variant.device, "mode": mode, "params": plan.params(config, variant),
+            "device": variant.device, "mode": mode, "params": plan.params(config, variant), "classes": classes,
             "cache_dir": str(cache_dir), "points": points, "tolerance": config["tolerance"][mode],
-            "timing": config["timing"], "cache": config["cache"]}
+            "timing": {**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
+            "cache": config["cache"]}
 
 
 def _base_row(config, facts, variant, mode, shape: plan.Shape) -> dict:
@@ -53,18 +55,63 @@ def _base_row(config, facts, variant, mode, shape: plan.Shape) -> dict:
             "seed": backends.seed_for(config["seed"], shape.m, shape.n, shape.k)}
 
 
-def build(config: dict, key: str, mode: str, cache_dir, out) -> dict:
+def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
+    """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
+    when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
+    variant, settings = _variant(config, key), config["tune"]
+    expected = tuning.key(variant, mode, settings)
+    committed = tuning.committed_path(gpu, variant, mode)
+    record = tuning.reusable(committed, expected)
+    if record:
+        log.info("%s %s: reusing the committed tuning result %s", key, mode, committed.relative_to(tuning.ROOT))
+        write_json(out, {**record, "reused_from": str(committed.relative_to(tuning.ROOT))})
+        return record
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
+    points = [{"m": n, "n": n, "k": n, "size": n, "params": params, "seed": backends.seed_for(config["seed"], n, n, n)}
+              for n in settings["sizes"] for params in candidates]
+    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials)", key, mode, len(candidates),
+             settings["sizes"], gpu, len(points))
+
+    def describe(i):
+        changed = {k: v for k, v in points[i]["params"].items() if v != candidates[0].get(k)}
+        return f"tune {key} n={points[i]['size']} {changed or 'defaults'}"
+
+    task = _task("tune", config, variant, mode, cache_dir, points)
+    rows = run_task(task, config["timing"]["point_timeout_s"], describe)
+    trials = [{"size": p["size"], "params": p["params"], **{k: r.get(k) for k in (
+        "status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")}}
+              for p, r in zip(points, rows)]
+    classes = tuning.best_per_class(trials, settings["sizes"])
+    for size in settings["sizes"]:
+        if str(size) not in classes:
+            log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
+    record = {"gpu": gpu, "variant": key, "mode": mode, "key": expected,
+              "settings": {k: settings[k] for k in ("trials", "seed", "sizes")}, "space": variant.space,
+              "classes": classes, "trials": trials}
+    write_json(out, record)
+    return record
+
+
+def build(config: dict, key: str, mode: str, cache_dir, out, tuning_path=None) -> dict:
     variant = _variant(config, key)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    task = _task("build", config, variant, mode, cache_dir, [{}])
+    classes = ({size: c["params"] for size, c in read_json(tuning_path)["classes"].items()} or None
+               if tuning_path else None)
+    task = _task("build", config, variant, mode, cache_dir, [{}], classes)
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
-           "params": json.dumps(plan.params(config, variant)), **row}
+           "params": json.dumps(plan.params(config, variant)), "tuned": json.dumps(classes) if classes else "", **row}
     write_json(out, row)
     return row
 
 
-def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked) -> list[dict]:
+def _classes(built: dict) -> dict | None:
+    """The tuned parameters per size class a build was made with (None: the configured parameters)."""
+    return json.loads(built["tuned"]) if built.get("tuned") else None
+
+
+def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked, classes) -> list[dict]:
     """Rows for `shapes`. A point the plan skips (size cap, shape the variant declares unsupported) or that
     `blocked(shape)` stops with a (status, message) gets that row; the others run in a supervised worker."""
     rows, todo = [], []
@@ -78,7 +125,7 @@ def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked) 
             todo.append(row)
         rows.append(row)
     if todo:
-        task = _task(kind, config, variant, mode, cache_dir, todo)
+        task = _task(kind, config, variant, mode, cache_dir, todo, classes)
         results = run_task(task, config["timing"]["point_timeout_s"],
                            lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}")
         for row, result in zip(todo, results):
@@ -95,14 +142,16 @@ def validate(config: dict, key: str, mode: str, facts_path, build_path, cache_di
             return "error", f"build failed: {built['message']}"
         return None
 
-    rows = _run_points("validate", config, facts, variant, mode, cache_dir, plan.validation_shapes(config), blocked)
+    rows = _run_points("validate", config, facts, variant, mode, cache_dir, plan.validation_shapes(config), blocked,
+                       _classes(built))
     write_json(out, {"rows": rows})
     return rows
 
 
-def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, validation_path, cache_dir, out) -> dict:
+def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, build_path, validation_path, cache_dir,
+          out) -> dict:
     """One point, timed only if it passed validation at this shape."""
-    variant, facts = _variant(config, key), read_json(facts_path)
+    variant, facts, built = _variant(config, key), read_json(facts_path), read_json(build_path)
     shape = plan.Shape.parse(shape_label)
     checked = {(r["m"], r["n"], r["k"]): r for r in read_json(validation_path)["rows"]}
     check = checked.get((shape.m, shape.n, shape.k))
@@ -114,7 +163,7 @@ def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, valid
             return "skipped", f"not benchmarked: validation {check['status']}: {check['message']}"
         return None
 
-    row = _run_points("bench", config, facts, variant, mode, cache_dir, [shape], blocked)[0]
+    row = _run_points("bench", config, facts, variant, mode, cache_dir, [shape], blocked, _classes(built))[0]
     if check:
         row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
     write_json(out, {"rows": [row]})

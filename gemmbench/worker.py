@@ -13,7 +13,7 @@ import time
 import traceback
 
 from gemmbench import backend as backends
-from gemmbench import checking, timing
+from gemmbench import checking, timing, tune
 from kernels import registry
 
 FATAL_EXIT = 3
@@ -34,15 +34,34 @@ def failure_row(exc: BaseException) -> dict:
     return {"status": "oom" if oom else "error", "message": text[:2000]}
 
 
+class Builds:
+    """One build per parameter set: the task's parameters, or one per tuned size class (task["classes"])."""
+
+    def __init__(self, variant, task):
+        classes = task.get("classes") or {"": {}}
+        self.by_class = {size: ({**task["params"], **params},
+                                variant.build(task["mode"], {**task["params"], **params}, task["cache_dir"]))
+                         for size, params in classes.items()}
+
+    def for_point(self, point) -> tuple[dict, object]:
+        size = "" if "" in self.by_class else tune.pick(self.by_class, point["m"], point["n"], point["k"])
+        return self.by_class[size]
+
+
 def build_row(variant, task, backend) -> dict:
     start = time.perf_counter()
-    built = variant.build(task["mode"], task["params"], task["cache_dir"])
+    builds = Builds(variant, task)
     backend.synchronize()
+    # The largest class's facts stand for the build; every class's facts are kept beside them.
+    params, built = builds.by_class[max(builds.by_class, key=lambda size: int(size or 0))]
     facts = {"compile_s": time.perf_counter() - start, **built.facts}
-    return {"status": "ok", "message": "built", **facts}
+    if len(builds.by_class) > 1 or task.get("classes"):
+        facts["classes"] = json.dumps({size: {"params": p, **b.facts} for size, (p, b) in builds.by_class.items()})
+    return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.get("classes") else ""), **facts}
 
 
-def validate_row(variant, built, backend, task, point) -> dict:
+def validate_row(variant, chosen, backend, task, point) -> dict:
+    params, built = chosen
     m, n, k = point["m"], point["n"], point["k"]
     a, b = backend.inputs(m, n, k, point["seed"])
     c = backend.poisoned_output(m, n)
@@ -50,10 +69,11 @@ def validate_row(variant, built, backend, task, point) -> dict:
     backend.synchronize()
     errors = backend.errors(a, b, c)
     status, message = checking.verdict(errors, task["tolerance"], m * n)
-    return {"status": status, "message": message, "tolerance": task["tolerance"], **errors}
+    return {"status": status, "message": message, "tolerance": task["tolerance"], "params": json.dumps(params), **errors}
 
 
-def bench_row(variant, built, backend, task, point) -> dict:
+def bench_row(variant, chosen, backend, task, point) -> dict:
+    params, built = chosen
     m, n, k = point["m"], point["n"], point["k"]
     a, b = backend.inputs(m, n, k, point["seed"])
     c = backend.poisoned_output(m, n)
@@ -74,11 +94,31 @@ def bench_row(variant, built, backend, task, point) -> dict:
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
         "throttled": bool(slowdown) or clock_drop,
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
-        "sample_device_s": sampler.device_s, "sample_host_s": sampler.host_s,
+        "sample_device_s": sampler.device_s, "sample_host_s": sampler.host_s, "params": json.dumps(params),
     }
 
 
-POINT_KINDS = {"validate": validate_row, "bench": bench_row}
+def tune_row(variant, backend, task, point) -> dict:
+    """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
+    params = {**task["params"], **point["params"]}
+    start = time.perf_counter()
+    built = variant.build(task["mode"], params, task["cache_dir"])
+    backend.synchronize()
+    row = {"size": point["size"], "params": point["params"], "compile_s": time.perf_counter() - start,
+           "registers": built.facts.get("registers")}
+    if built.facts.get("local_bytes"):
+        return {**row, "status": "rejected", "message": f"spills {built.facts['local_bytes']} bytes to local memory"}
+    checked = validate_row(variant, (params, built), backend, task, point)
+    if checked["status"] != "ok":
+        return {**row, "status": checked["status"], "message": checked["message"]}
+    timed = bench_row(variant, (params, built), backend, task, point)
+    return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
+            "tflops": 2 * point["m"] * point["n"] * point["k"] / timed["median_s"] / 1e12,
+            "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
+
+
+
+POINT_KINDS = {"validate": validate_row, "bench": bench_row}  # these run on the task's build; "tune" builds per point
 
 
 def main(task_path: str, start: int) -> int:
@@ -92,7 +132,7 @@ def main(task_path: str, start: int) -> int:
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
-        built = variant.build(task["mode"], task["params"], task["cache_dir"])
+        builds = None if task["kind"] == "tune" else Builds(variant, task)
     except Exception as exc:  # nothing can run: every remaining point carries the reason
         traceback.print_exc()
         row = failure_row(exc)
@@ -104,7 +144,11 @@ def main(task_path: str, start: int) -> int:
     for i in range(start, len(task["points"])):
         send(event="start", index=i)
         try:
-            row = POINT_KINDS[task["kind"]](variant, built, backend, task, task["points"][i])
+            point = task["points"][i]
+            if task["kind"] == "tune":
+                row = tune_row(variant, backend, task, point)
+            else:
+                row = POINT_KINDS[task["kind"]](variant, builds.for_point(point), backend, task, point)
         except Exception as exc:
             traceback.print_exc()
             send(event="row", index=i, row=failure_row(exc))

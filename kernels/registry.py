@@ -29,6 +29,9 @@ class Variant:
     build(mode, params, cache_dir) -> Built     compile/prepare (cache_dir may hold artifacts)
     run(artifact, a, b, c) -> None              compute c = a @ b on the current stream, no sync
     unsupported(m, n, k, params) -> str | None  why a shape cannot run, or None
+    space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)
+    check_params(params) -> str | None          why a parameter set cannot compile or run (the tuner skips it)
+    source_files                                files whose edits must rebuild the variant (default: build's module)
     """
 
     family: str
@@ -39,6 +42,9 @@ class Variant:
     run: Callable[[Any, Any, Any, Any], None]
     params: Mapping[str, Any] = field(default_factory=dict)
     unsupported: Callable[[int, int, int, Mapping], str | None] = lambda m, n, k, params: None
+    space: Mapping[str, tuple] = field(default_factory=dict)
+    check_params: Callable[[Mapping], str | None] = lambda params: None
+    source_files: tuple[str, ...] = ()
     description: str = ""
 
     @property
@@ -47,7 +53,7 @@ class Variant:
 
 
 _REGISTRY: dict[str, Variant] = {}
-BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cpu.numpy_blas", "kernels.cpu.numba_tiled")
+BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.cpu.numpy_blas", "kernels.cpu.numba_tiled")
 
 
 def register(variant: Variant) -> Variant:

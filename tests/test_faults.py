@@ -17,7 +17,7 @@ def run_stages(cfg, tmp_path, key, size=32):
     rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json",
                            tmp_path / "cache", tmp_path / "validate.json")
     bench = stages.bench(cfg, key, "fp32", f"{size}x{size}x{size}", tmp_path / "device.json",
-                         tmp_path / "validate.json", tmp_path / "cache", tmp_path / "bench.json")
+                         tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "cache", tmp_path / "bench.json")
     return build, {(r["m"], r["n"], r["k"]): r for r in rows}, bench
 
 

@@ -45,6 +45,15 @@ def test_sampler_stops_at_the_budget_after_min_samples():
     assert s.done
 
 
+def test_budget_cuts_a_slow_kernel_short_of_min_samples_but_keeps_three():
+    s = timing.Sampler(min_samples=10, max_samples=1000, rel_precision=1e-9, budget_s=0.0)
+    s.add(1.0, 1.0)
+    s.add(2.0, 1.0)
+    assert not s.done
+    s.add(3.0, 1.0)
+    assert s.done and not s.converged
+
+
 class CountingBackend:
     """A clock that returns scripted device times and counts flushes."""
 

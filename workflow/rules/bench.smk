@@ -1,5 +1,6 @@
 rule bench:
     input:
+        build="results/build/{family}/{variant}/{mode}.json",
         validation="results/validate/{family}/{variant}/{mode}.json",
         device="results/device.json",
     output:

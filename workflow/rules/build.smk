@@ -16,7 +16,8 @@ rule device_facts:
 
 rule build:
     input:
-        source=variant_source,
+        source=variant_sources,
+        tuning=tuning_result,
     output:
         "results/build/{family}/{variant}/{mode}.json",
     params:

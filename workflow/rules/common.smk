@@ -21,6 +21,7 @@ try:
     DEVICE, DEVICE_REASON = plan.resolve_device(config["device"])
     VARIANTS = {v.key: v for v in plan.variants(config, DEVICE)}
     SWEEP = [s.label for s in plan.sweep_shapes(config)]
+    GPU = plan.gpu_slug(config) if DEVICE == "cuda" else "cpu"  # names the tuning results
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -46,15 +47,25 @@ wildcard_constraints:
     variant="[A-Za-z0-9_.-]+",
     mode="fp32|tf32",
     shape=r"\d+x\d+x\d+",
+    gpu="[a-z0-9-]+",
 
 
 def variant_of(wildcards):
     return VARIANTS[f"{wildcards.family}/{wildcards.variant}"]
 
 
-def variant_source(wildcards):
-    """The variant's own source file: editing a kernel rebuilds, revalidates and re-benchmarks it."""
-    return inspect.getsourcefile(variant_of(wildcards).build)
+def variant_sources(wildcards):
+    """The variant's source files: editing a kernel rebuilds (retunes), revalidates and re-benchmarks it."""
+    variant = variant_of(wildcards)
+    return list(variant.source_files) or [inspect.getsourcefile(variant.build)]
+
+
+def tuning_result(wildcards):
+    """The tune stage's result for a variant that has a search space (unless tuning is off or its params are set)."""
+    variant = variant_of(wildcards)
+    if DEVICE != "cuda" or not plan.tuned(config, variant):
+        return []
+    return f"results/tune/{GPU}/{variant.family}/{variant.name}/{wildcards.mode}.json"
 
 
 def gpus_needed(wildcards):

@@ -1,0 +1,74 @@
+"""The tune stage's logic: candidate parameter sets, size classes, and what makes a tuning result reusable.
+
+A tuning result maps size classes (representative square sizes) to the fastest validated parameter set found
+on one GPU. The build compiles one kernel per class; a point runs the kernel of the class nearest its size.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+from pathlib import Path
+
+from gemmbench import ROOT
+from kernels import registry
+
+COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
+
+
+def gpu_slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
+
+
+def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int) -> list[dict]:
+    """The defaults, then up to trials - 1 others drawn (seeded) from every valid point of the variant's space."""
+    names = list(variant.space)
+    valid = []
+    for combo in itertools.product(*variant.space.values()):
+        params = {**defaults, **dict(zip(names, combo))}
+        if params != defaults and variant.check_params(params) is None:
+            valid.append(params)
+    random.Random(seed).shuffle(valid)
+    return [dict(defaults), *valid[: max(0, trials - 1)]]
+
+
+def key(variant: registry.Variant, mode: str, settings: dict) -> str:
+    """What a tuning result depends on: the kernel sources, the search space and the tune settings."""
+    digest = hashlib.sha256()
+    for path in variant.source_files:
+        digest.update(Path(path).read_bytes())
+    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space,
+                              "settings": {k: settings[k] for k in ("trials", "seed", "sizes")}},
+                             sort_keys=True, default=list).encode())
+    return digest.hexdigest()[:16]
+
+
+def committed_path(gpu: str, variant: registry.Variant, mode: str) -> Path:
+    return COMMITTED / gpu / variant.family / variant.name / f"{mode}.json"
+
+
+def reusable(path: Path, expected_key: str) -> dict | None:
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return record if record.get("key") == expected_key else None
+
+
+def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
+    """The fastest validated candidate at each class size."""
+    classes = {}
+    for size in sizes:
+        ok = [r for r in rows if r["size"] == size and r["status"] == "ok"]
+        if ok:
+            best = min(ok, key=lambda r: r["median_s"])
+            classes[str(size)] = {"params": best["params"], "median_s": best["median_s"], "tflops": best["tflops"]}
+    return classes
+
+
+def pick(classes: dict, m: int, n: int, k: int):
+    """The class whose size is nearest (in log scale) to the cube root of the point's m·n·k."""
+    size = (m * n * k) ** (1 / 3)
+    return min(classes, key=lambda c: abs(math.log(int(c) / size)))

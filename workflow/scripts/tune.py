@@ -1,0 +1,5 @@
+from gemmbench import logs, stages
+
+logs.setup(snakemake.log[0])
+w = snakemake.wildcards
+stages.tune(snakemake.config, f"{w.family}/{w.variant}", w.mode, w.gpu, snakemake.params.cache_dir, snakemake.output[0])
