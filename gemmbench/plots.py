@@ -29,6 +29,7 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
     figures = {
         "tflops_vs_size": _tflops_vs_size(ok),
         "pct_of_cublas": _pct_of_cublas(ok),
+        "ladder": _ladder(ok),
         "roofline": _roofline(ok, devices),
         "validation_error": _validation_error(checked),
     }
@@ -98,6 +99,31 @@ def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
                         "Speed relative to cuBLAS (same GPU, shape, mode)", **LINES)
     for ax in grid.axes.flat:
         ax.axhline(100, color="black", linestyle="--", linewidth=1)
+    return grid.figure
+
+
+def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
+    """Sweep points of the families with several variants (their ladders), with a % of cuBLAS."""
+    if ok.empty:
+        return ok
+    ok = ok[(ok["shape_kind"] == "sweep") & (ok["family"] != "cublas")].dropna(subset=["pct_of_cublas"])
+    several = ok.groupby("family")["variant"].nunique()
+    return ok[ok["family"].isin(several[several > 1].index)]
+
+
+def _ladder(ok: pd.DataFrame) -> plt.Figure:
+    rows = ladder_rows(ok)
+    if rows.empty:
+        return _placeholder("The ladders", "no family with several variants has a % of cuBLAS in this run")
+    rows = rows.assign(n=rows["m"].astype(int)).sort_values(["family", "variant", "n"])
+    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", col="family", row="mode",
+                       kind="bar", palette="viridis", height=3.8, aspect=2.0, sharex=False, sharey=True)
+    grid.set_titles("{col_name} · {row_name}")
+    grid.set_axis_labels("variant (the ladder, in file order)", "% of cuBLAS")
+    for ax in grid.axes.flat:
+        ax.axhline(100, color="black", linestyle="--", linewidth=1)
+        ax.tick_params(axis="x", labelrotation=30)
+    grid.figure.suptitle("What each rung buys: % of cuBLAS per variant and size", y=1.03)
     return grid.figure
 
 

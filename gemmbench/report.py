@@ -11,7 +11,7 @@ import pandas as pd
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 # Reading order of the figures; their captions are the ones `snakemake --report` shows (workflow/report/*.rst).
-FIGURE_ORDER = ["tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
+FIGURE_ORDER = ["ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "family", "variant", "mode", "m", "n", "k", "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas"]
@@ -29,6 +29,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         best_tables=_best_per_family(summary),
+        ladders=_ladders(summary),
         figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
                  for name in sorted(figures, key=_figure_order)],
         validation=_validation_matrix(validation),
@@ -108,6 +109,22 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
                        "rows": sorted(rows, key=lambda r: r["volume"])})
+    return tables
+
+
+def _ladders(summary: pd.DataFrame) -> list[dict]:
+    """Per (gpu, family, mode): rows = variants in ladder order, columns = sweep sizes, TFLOP/s and % of cuBLAS."""
+    from gemmbench.plots import ladder_rows
+
+    rows = ladder_rows(summary[summary["status"] == "ok"].dropna(subset=["tflops"]))
+    tables = []
+    for (gpu, family, mode, cache), group in rows.groupby(["gpu", "family", "mode", "cache"], sort=True):
+        sizes = sorted(group["m"].astype(int).unique())
+        table = {}
+        for r in group.sort_values("variant").itertuples():
+            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_cublas:.1f}"}
+        tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
+                       "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
     return tables
 
 

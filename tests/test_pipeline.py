@@ -38,7 +38,7 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     assert len(samples) == summary.samples.sum()
     html = (workdir / "reports/report.html").read_text()
     assert "numba-tiled" in html and "data:image/png;base64" in html
-    for figure in ("tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"):
+    for figure in ("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"):
         assert (workdir / f"reports/figures/{figure}.png").stat().st_size > 0
         assert (workdir / f"reports/figures/{figure}.svg").stat().st_size > 0
 

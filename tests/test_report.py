@@ -18,7 +18,7 @@ from gemmbench.report import render_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]
-FIGURES = {"tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"}
+FIGURES = {"ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"}
 SECTIONS = ["Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
             "Environment", "Methodology", "Downloads"]
 CHROMIUM = Path("/usr/bin/chromium")

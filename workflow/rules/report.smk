@@ -1,4 +1,4 @@
-FIGURES = ["tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
+FIGURES = ["ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
 
 
 rule plot:
