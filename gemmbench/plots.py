@@ -115,9 +115,11 @@ def _ladder(ok: pd.DataFrame) -> plt.Figure:
     rows = ladder_rows(ok)
     if rows.empty:
         return _placeholder("The ladders", "no family with several variants has a % of cuBLAS in this run")
-    rows = rows.assign(n=rows["m"].astype(int)).sort_values(["family", "variant", "n"])
-    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", col="family", row="mode",
-                       kind="bar", palette="viridis", height=3.8, aspect=2.0, sharex=False, sharey=True)
+    rows = rows.assign(n=rows["m"].astype(int).astype(str)).sort_values(["family", "variant"])
+    sizes = sorted(rows["n"].unique(), key=int)
+    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", hue_order=sizes, col="family",
+                       row="mode", kind="bar", palette="viridis", height=3.8, aspect=2.0, sharex=False,
+                       sharey=True)
     grid.set_titles("{col_name} · {row_name}")
     grid.set_axis_labels("variant (the ladder, in file order)", "% of cuBLAS")
     for ax in grid.axes.flat:

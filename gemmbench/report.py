@@ -39,7 +39,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         devices=[{"name": device.get("gpu", ""), "facts": _flatten(device)} for device in devices],
         methodology=_flatten(methodology),
         downloads=[{"name": "summary.csv", "uri": _data_uri(summary_csv, "text/csv")},
-                   {"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")}],
+                   _samples_download(Path(samples_csv))],
     )
     Path(out_html).write_text(html, encoding="utf-8")
 
@@ -52,6 +52,16 @@ def _figure_order(name: str) -> tuple[int, str]:
 def _caption(name: str) -> str:
     path = TEMPLATE.parent / f"{name}.rst"
     return " ".join(path.read_text().split()) if path.exists() else ""
+
+
+EMBED_CSV_BYTES = 1 << 20  # a bigger samples table is embedded as Parquet, which keeps the report small
+
+
+def _samples_download(samples_csv: Path) -> dict:
+    if samples_csv.stat().st_size <= EMBED_CSV_BYTES or not samples_csv.with_suffix(".parquet").exists():
+        return {"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")}
+    return {"name": "samples.parquet",
+            "uri": _data_uri(samples_csv.with_suffix(".parquet"), "application/vnd.apache.parquet")}
 
 
 def _data_uri(path: Path, mime: str) -> str:

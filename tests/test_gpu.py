@@ -64,3 +64,31 @@ def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
     a @ b  # warm up: first use may load modules or allocate a workspace, which waits on the device
     cuda.flush_cache()
     assert cuda.device_time(lambda: a @ b) > 0
+
+
+@pytest.mark.parametrize("rung", [f"cupy/{n:02d}" for n in range(1, 11)])
+def test_every_cupy_rung_validates_with_its_tuned_parameters(tmp_path, rung):
+    """Aligned (float4) and unaligned shapes, tiles cut at every edge, with the H200 size classes' kernels."""
+    from gemmbench import tune
+    from kernels import registry
+    key = next(k for k in registry.load() if k.startswith(rung + "_"))
+    variant = registry.load()[key]
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": ["fp32"],
+                           "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17],
+                                                                 [1000, 999, 1001], [4096, 96, 8192], [2048, 2048, 2048]]})
+    stages.device_facts("cuda", "", tmp_path / "device.json")
+    tuned = tune.committed_path("nvidia-h200", variant, "fp32")
+    build = stages.build(cfg, key, "fp32", tmp_path / "c", tmp_path / "build.json", tuned if tuned.exists() else None)
+    assert build["status"] == "ok", build["message"]
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json", tmp_path / "c",
+                           tmp_path / "validate.json")
+    assert [r["status"] for r in rows] == ["ok"] * len(rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
+
+
+def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
+    cfg = config.validate({"device": "cuda", "tune": {"trials": 3, "sizes": [128, 512]}})
+    record = stages.tune(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "c", tmp_path / "tune.json")
+    assert set(record["classes"]) == {"128", "512"} and len(record["trials"]) == 6
+    for size, best in record["classes"].items():
+        timed = [t for t in record["trials"] if t["size"] == int(size) and t["status"] == "ok"]
+        assert best["median_s"] == min(t["median_s"] for t in timed)

@@ -1,0 +1,130 @@
+"""The CuPy ladder without a GPU: every rung compiles for sm_90 with nvcc (CuPy/NVRTC need a GPU), with its
+default and its committed tuned parameters, without spilling; its launch covers any shape; the tuner's
+candidates are valid and reproducible."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gemmbench import tune
+from kernels import registry
+from kernels.cupy.ladder import HERE, RUNGS, cdiv
+
+def find_nvcc() -> str | None:
+    """The nvcc wheel of requirements-test.txt (matching the venv's NVVM), else one on PATH."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else []):
+        if (Path(root) / "cu13" / "bin" / "nvcc").exists():
+            return str(Path(root) / "cu13" / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+NVCC = find_nvcc()
+RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
+
+
+def committed_params(rung) -> list[dict]:
+    path = tune.committed_path("nvidia-h200", RUNG_VARIANTS[rung.name], "fp32")
+    classes = json.loads(path.read_text())["classes"] if path.exists() else {}
+    return [{**rung.defaults, **c["params"]} for c in classes.values()]
+
+
+def compile_sm90(rung, param_sets, tmp_path) -> str:
+    """ptxas's report for every instantiation (both float4 paths of the vector rungs)."""
+    flags = (True, False) if rung.vec else (None,)
+    unique = {json.dumps(p, sort_keys=True): p for p in param_sets}.values()
+    lines = [f'#include "{rung.file}"'] + [
+        f"template __global__ void {rung.expression(p, flag)}(int, int, int, const float*, const float*, float*);"
+        for p in unique for flag in flags]
+    source = tmp_path / f"instances_of_{rung.name}.cu"
+    source.write_text("\n".join(lines) + "\n")
+    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{HERE}",
+                           "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
+def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
+    report = compile_sm90(rung, [rung.defaults, *committed_params(rung)], tmp_path)
+    entries = re.findall(r"Compiling entry function", report)
+    assert len(entries) >= (2 if rung.vec else 1)
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
+    assert spills and not any(spills), report
+
+
+def test_ci_has_nvcc_when_it_claims_to():
+    import os
+    if os.environ.get("CI") == "true":
+        assert NVCC, "CI must compile the CUDA rungs: requirements-test.txt installs nvcc"
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
+def test_the_launch_covers_every_output(rung, shape):
+    m, n, _ = shape
+    for params in [rung.defaults, *committed_params(rung)]:
+        grid, block = rung.launch(params, m, n)
+        rows, cols = rung.tile(params)
+        threads = block[0] * (block[1] if len(block) > 1 else 1)
+        assert threads == rung.threads(params) and threads <= 1024
+        covered = grid[0] * rows * cols if rung.grid_1d else grid[0] * grid[1] * rows * cols
+        assert covered >= m * n
+        if not rung.grid_1d:  # which grid axis runs over rows
+            gm, gn = (grid[0], grid[1]) if rung.rows_first else (grid[1], grid[0])
+            assert gm == cdiv(m, rows) and gn == cdiv(n, cols)
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
+def test_defaults_are_valid_and_candidates_are_reproducible(rung):
+    variant = RUNG_VARIANTS[rung.name]
+    assert variant.check_params(rung.defaults) is None
+    first = tune.candidates(variant, rung.defaults, 12, seed=3)
+    assert first == tune.candidates(variant, rung.defaults, 12, seed=3)
+    assert first[0] == rung.defaults and len({json.dumps(c, sort_keys=True) for c in first}) == len(first)
+    assert all(variant.check_params(c) is None for c in first)
+
+
+def test_invalid_parameters_are_named():
+    rung = RUNGS[-1]
+    problem = rung.problems({**rung.defaults, "TM": 8, "WM": 32, "WMITER": 2})
+    assert problem and "32 thread tiles" in problem
+
+
+def test_a_point_runs_the_class_nearest_its_size():
+    classes = {"1024": {}, "4096": {}, "8192": {}}
+    assert tune.pick(classes, 256, 256, 256) == "1024"
+    assert tune.pick(classes, 16384, 16384, 16384) == "8192"
+    assert tune.pick(classes, 4096, 96, 8192) == "1024"  # (m·n·k)^(1/3) ≈ 1458
+    assert tune.pick(classes, 3000, 3000, 3000) == "4096"
+
+
+def test_the_tuning_key_follows_the_kernel_source(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("// v1")
+    variant = registry.Variant("cupy", "k", "cuda", ("fp32",), build=None, run=None, space={"T": (1, 2)},
+                               source_files=(str(source),))
+    settings = {"trials": 4, "seed": 0, "sizes": [64]}
+    before = tune.key(variant, "fp32", settings)
+    assert before == tune.key(variant, "fp32", settings)
+    assert before != tune.key(variant, "fp32", {**settings, "trials": 5})
+    source.write_text("// v2")
+    assert before != tune.key(variant, "fp32", settings)
+
+
+def test_committed_h200_tuning_matches_the_current_sources():
+    """A stale committed result would silently trigger a search on every H200: re-tune and commit it."""
+    from gemmbench import config
+
+    settings = config.validate({})["tune"]
+    for rung in RUNGS:
+        variant = RUNG_VARIANTS[rung.name]
+        path = tune.committed_path("nvidia-h200", variant, "fp32")
+        assert tune.reusable(path, tune.key(variant, "fp32", settings)), f"{path} is stale"
