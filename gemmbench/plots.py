@@ -103,10 +103,10 @@ def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
 
 
 def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
-    """Sweep points of the families with several variants (their ladders), with a % of cuBLAS."""
+    """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
     if ok.empty:
         return ok
-    ok = ok[(ok["shape_kind"] == "sweep") & (ok["family"] != "cublas")].dropna(subset=["pct_of_cublas"])
+    ok = ok[ok["family"] != "cublas"].dropna(subset=["pct_of_cublas"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]
 
