@@ -63,8 +63,9 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
     committed = tuning.committed_path(gpu, variant, mode)
     record = tuning.reusable(committed, expected)
     if record:
-        log.info("%s %s: reusing the committed tuning result %s", key, mode, committed.relative_to(tuning.ROOT))
-        write_json(out, {**record, "reused_from": str(committed.relative_to(tuning.ROOT))})
+        reused_from = str(committed.relative_to(tuning.COMMITTED.parent.parent))
+        log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
+        write_json(out, {**record, "reused_from": reused_from})
         return record
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
@@ -96,8 +97,8 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
 def build(config: dict, key: str, mode: str, cache_dir, out, tuning_path=None) -> dict:
     variant = _variant(config, key)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    classes = ({size: c["params"] for size, c in read_json(tuning_path)["classes"].items()} or None
-               if tuning_path else None)
+    tuned = read_json(tuning_path)["classes"] if tuning_path else {}
+    classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
     task = _task("build", config, variant, mode, cache_dir, [{}], classes)
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,

@@ -53,10 +53,10 @@ def build_row(variant, task, backend) -> dict:
     builds = Builds(variant, task)
     backend.synchronize()
     # The largest class's facts stand for the build; every class's facts are kept beside them.
-    params, built = builds.by_class[max(builds.by_class, key=lambda size: int(size or 0))]
+    _, built = builds.by_class[max(builds.by_class, key=lambda size: int(size or 0))]
     facts = {"compile_s": time.perf_counter() - start, **built.facts}
-    if len(builds.by_class) > 1 or task.get("classes"):
-        facts["classes"] = json.dumps({size: {"params": p, **b.facts} for size, (p, b) in builds.by_class.items()})
+    if task.get("classes"):  # their parameters are in the build record's `tuned` column
+        facts["classes"] = json.dumps({size: b.facts for size, (_, b) in builds.by_class.items()})
     return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.get("classes") else ""), **facts}
 
 

@@ -76,16 +76,22 @@ def _static_smem_check(params, floats: int) -> str | None:
     return None if floats * 4 <= 48 * 1024 else f"{floats * 4} bytes of static shared memory (48 KiB at most)"
 
 
+def _accumulators_check(count: int) -> str | None:
+    return None if count <= 128 else "more than 128 accumulators per thread would spill"
+
+
+def _float4_check(p) -> str | None:
+    return "TM, TN and BK must be multiples of 4 (float4 reads)" if p["TM"] % 4 or p["TN"] % 4 or p["BK"] % 4 else None
+
+
 def _blocktile_check(p) -> str | None:
     return (_divides(p, ("TM", "BM"), ("TN", "BN"))
             or _static_smem_check(p, p["BK"] * (p["BM"] + p["BN"]))
-            or (None if p["TM"] * p["TN"] <= 128 else "more than 128 accumulators per thread would spill"))
+            or _accumulators_check(p["TM"] * p["TN"]))
 
 
 def _vector_check(p) -> str | None:
-    if p["TM"] % 4 or p["TN"] % 4 or p["BK"] % 4:
-        return "TM, TN and BK must be multiples of 4 (float4 reads)"
-    return _blocktile_check(p)
+    return _float4_check(p) or _blocktile_check(p)
 
 
 def _warptile_check(p) -> str | None:
@@ -95,11 +101,7 @@ def _warptile_check(p) -> str | None:
     wsubm, wsubn = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
     if wsubm % p["TM"] or wsubn % p["TN"] or (wsubm // p["TM"]) * (wsubn // p["TN"]) != 32:
         return f"a {wsubm}x{wsubn} warp sub-tile must hold exactly 32 thread tiles of {p['TM']}x{p['TN']}"
-    if p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"] > 128:
-        return "more than 128 accumulators per thread would spill"
-    if p["TM"] % 4 or p["TN"] % 4 or p["BK"] % 4:
-        return "TM, TN and BK must be multiples of 4 (float4 reads)"
-    return None
+    return _accumulators_check(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]) or _float4_check(p)
 
 
 def _warp_threads(p) -> int:
