@@ -53,7 +53,8 @@ class Variant:
 
 
 _REGISTRY: dict[str, Variant] = {}
-BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.cpu.numpy_blas", "kernels.cpu.numba_tiled")
+BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
+                   "kernels.cpu.numba_tiled")
 
 
 def register(variant: Variant) -> Variant:

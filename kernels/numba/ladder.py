@@ -1,0 +1,271 @@
+"""The Numba CUDA ladder: one Python file per rung (01_naive.py … 05_warptile.py), each a variant.
+
+A rung file's `make(**params)` returns the kernel's Python function with its tile parameters as closure
+constants: Numba compiles them in, so loops over tiles unroll and per-thread arrays become registers.
+This module declares how each rung is launched and tuned, compiles it with numba.cuda.jit for float32
+C-contiguous arrays, and reads off the PTX what Numba made of it (the build facts).
+Rung 03 is a generalized ufunc (`product`), which Numba launches itself.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from kernels.registry import Built, Variant, register
+
+HERE = Path(__file__).parent
+SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def module(file: str):
+    """A rung's module (file names start with their rung number, so they are imported by path name)."""
+    return importlib.import_module(f"kernels.numba.{Path(file).stem}")
+
+
+@dataclass(frozen=True)
+class Rung:
+    file: str
+    defaults: Mapping[str, int] = field(default_factory=dict)
+    space: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    block: Callable[[Mapping], tuple[int, ...]] = lambda p: (1,)  # threads per block, (x, y, z)
+    tile: Callable[[Mapping], tuple[int, int]] = lambda p: (1, 1)  # (rows, cols) of C per block
+    check: Callable[[Mapping], str | None] = lambda p: None  # why a parameter set cannot compile or run
+    grid: str = "cols_rows"  # grid (x, y) over (cols, rows) of C; "rows_cols" for cuda.grid(2) as (row, col); "linear"
+    name: str = ""  # default: the file's stem
+    max_dim: int | None = None  # larger problems are declared unsupported (rung 03 runs in one thread)
+    gufunc: bool = False
+    description: str = ""
+
+    @property
+    def variant_name(self) -> str:
+        return self.name or Path(self.file).stem
+
+    def threads(self, params: Mapping) -> int:
+        count = 1
+        for extent in self.block(params):
+            count *= extent
+        return count
+
+    def launch(self, params: Mapping, m: int, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        rows, cols = self.tile(params)
+        if self.grid == "linear":
+            return (cdiv(m, rows) * cdiv(n, cols),), self.block(params)
+        if self.grid == "rows_cols":
+            return (cdiv(m, rows), cdiv(n, cols)), self.block(params)
+        return (cdiv(n, cols), cdiv(m, rows)), self.block(params)
+
+    def problems(self, params: Mapping) -> str | None:
+        if not self.gufunc:
+            threads = self.threads(params)
+            if not 32 <= threads <= 1024 or threads % 32:
+                return f"{threads} threads per block (needs a multiple of 32 up to 1024)"
+        return self.check(params)
+
+
+def _divides(params, *pairs) -> str | None:
+    for small, big in pairs:
+        if params[big] % params[small]:
+            return f"{small}={params[small]} must divide {big}={params[big]}"
+    return None
+
+
+def _static_smem(floats: int) -> str | None:
+    return None if floats * 4 <= 48 * 1024 else f"{floats * 4} bytes of shared memory (48 KiB static at most)"
+
+
+def _accumulators(count: int) -> str | None:
+    return None if count <= 128 else "more than 128 accumulators per thread would spill"
+
+
+def _blocktile_check(p) -> str | None:
+    return (_divides(p, ("TM", "BM"), ("TN", "BN"))
+            or _static_smem(p["BK"] * (p["BM"] + 4 + p["BN"]))
+            or _accumulators(p["TM"] * p["TN"]))
+
+
+def _warp_threads(p) -> int:
+    return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+
+
+def _warptile_block(p) -> tuple[int, int, int]:
+    """(thread columns, thread rows) of a warp's sub-tile, then one z per warp."""
+    cols = p["WN"] // p["WNITER"] // p["TN"]
+    return cols, 32 // cols, _warp_threads(p) // 32
+
+
+def _warptile_check(p) -> str | None:
+    bad = _divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
+    if bad:
+        return bad
+    sub_m, sub_n = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
+    if sub_m % p["TM"] or sub_n % p["TN"] or (sub_m // p["TM"]) * (sub_n // p["TN"]) != 32:
+        return f"a {sub_m}x{sub_n} warp sub-tile must hold exactly 32 thread tiles of {p['TM']}x{p['TN']}"
+    threads = _warp_threads(p)
+    if threads % p["BK"] or threads % p["BN"] or (p["BM"] * p["BK"]) % threads or (p["BK"] * p["BN"]) % threads:
+        return f"{threads} threads cannot load a {p['BM']}x{p['BK']} and a {p['BK']}x{p['BN']} tile in equal whole rows"
+    if p["BK"] % 2:
+        return "BK must be even (the k loop is unrolled by two)"
+    if p["TM"] % 4 or p["TN"] % 4:
+        return "TM and TN must be multiples of 4 (16-byte shared loads)"
+    return (_static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
+            or _accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]))
+
+
+RUNGS = (
+    Rung("01_naive.py", block=lambda p: (32, 32), tile=lambda p: (32, 32), grid="rows_cols",
+         description="cuda.grid(2), one thread per output, 32×32 threads; x runs down a column (uncoalesced)"),
+    *(Rung("02_shared_tiles.py", {"TPB": tpb}, name=f"02_shared_tiles_tpb{tpb}",
+           block=lambda p: (p["TPB"], p["TPB"]), tile=lambda p: (p["TPB"], p["TPB"]),
+           description=f"cuda.shared.array tiles, TPB={tpb}, one output per thread") for tpb in (16, 32)),
+    Rung("03_guvectorize.py", gufunc=True, max_dim=512,
+         description="guvectorize(target='cuda'), (m,k),(k,n)->(m,n): the whole product in one thread"),
+    Rung("04_blocktile_2d.py", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+         {"BM": (64, 128), "BN": (64, 128), "BK": (8, 16, 32), "TM": (4, 8), "TN": (4, 8)},
+         block=lambda p: (p["BN"] // p["TN"], p["BM"] // p["TM"]), tile=lambda p: (p["BM"], p["BN"]),
+         check=_blocktile_check,
+         description="TM×TN register tile per thread (cuda.local.array), A transposed and padded in shared memory"),
+    Rung("05_warptile.py",
+         {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 4, "GROUP": 8},
+         {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64, 128), "WN": (32, 64),
+          "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "GROUP": (4, 8, 16)},
+         block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_warptile_check, grid="linear",
+         description="warp tiles, two shared buffers fed from registers, unsigned indices, grouped block order"),
+)
+
+
+def ptx_facts(ptx: str) -> dict:
+    """What NVVM made of the kernel, from its PTX: the instructions that separate Numba from CUDA C."""
+    ops = Counter(re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)", ptx, re.M))
+    count = lambda pattern: sum(v for op, v in ops.items() if re.fullmatch(pattern, op))  # noqa: E731
+    integer = count(r"(add|sub|mul|mad|shl|shr|and|or|xor|selp|setp\.\w+)\.[su]?(32|64|b32|b64)(\.\w+)?")
+    wide = count(r"(add|sub|mul|mad|shl|shr|and|or|xor|selp|setp\.\w+)\.[su]?(64|b64)(\.\w+)?")
+    return {
+        "ptx_fma": count(r"fma\.rn(\.ftz)?\.f32"),
+        "ptx_global_loads_vector": count(r"ld\.global(\.\w+)*\.v[24]\.f32"),
+        "ptx_global_loads_scalar": count(r"ld\.global(\.nc)?\.f32"),
+        "ptx_local_ops": count(r"(ld|st)\.local.*"),
+        "ptx_int64_share": round(wide / integer, 2) if integer else 0.0,
+    }
+
+
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
+
+
+def sass_facts(sass: str) -> dict:
+    """The hot loop of the SASS (the loop with the largest FFMA share): its size, FFMA share and shared loads."""
+    ops, labels, pending = [], {}, []
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L\w+):", line)
+        if label:
+            pending.append(label.group(1))
+        found = _SASS_LINE.search(line)
+        if found:
+            address = int(found.group(1), 16)
+            labels.update((name, address) for name in pending)
+            pending = []
+            ops.append((address, found.group(2), found.group(3)))
+    loops = []
+    for address, op, rest in ops:
+        target = re.search(r"(\.L\w+)|0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
+        start = (labels.get(target.group(1)) if target.group(1) else int(target.group(2), 16)) if target else None
+        if start is not None and start < address:
+            body = Counter(o for a, o, _ in ops if start <= a <= address)
+            loops.append((body["FFMA"] / sum(body.values()), body))
+    share, body = max(loops, key=lambda loop: loop[0], default=(0, None))
+    if not share:
+        return {}
+    return {"sass_hot_loop_instructions": sum(body.values()), "sass_hot_loop_ffma_share": round(share, 3),
+            "sass_hot_loop_lds128": body["LDS.128"], "sass_hot_loop_lds32": body["LDS"],
+            "sass_ldg128": sum(o.startswith("LDG") and ".128" in o for _, o, _ in ops)}
+
+
+def limits(facts: dict) -> str:
+    """The build facts in words: what holds this Numba kernel back against the CUDA C rungs."""
+    notes = []
+    if facts.get("ptx_global_loads_scalar") and not facts.get("ptx_global_loads_vector"):
+        notes.append("scalar global loads (no float4 loads in Numba; argument alignment is unknown)")
+    if facts.get("sass_hot_loop_lds32"):
+        notes.append(f"{facts['sass_hot_loop_lds32']} scalar shared loads in the hot loop (index arithmetic "
+                     "hides that they are neighbours)")
+    if facts.get("ptx_local_ops"):
+        notes.append(f"{facts['ptx_local_ops']} local-memory accesses (a per-thread array left in memory)")
+    if facts.get("ptx_int64_share", 0) > 0.5:
+        notes.append(f"{facts['ptx_int64_share']:.0%} of integer PTX is 64-bit (Numba indexes with int64)")
+    notes.append("no cp.async or inline PTX from Python kernels, so shared memory is fed through registers")
+    return "; ".join(notes)
+
+
+def _sass(dispatcher) -> str:
+    try:  # needs nvdisasm (CUDA toolkit); the PTX facts stand without it
+        return next(iter(dispatcher.inspect_sass().values()))
+    except Exception:
+        return ""
+
+
+@dataclass
+class Compiled:
+    rung: Rung
+    params: dict
+    kernel: object  # a numba.cuda dispatcher, or the gufunc
+    streams: dict = field(default_factory=dict)  # CuPy stream pointer -> numba external stream
+
+
+def _build(rung: Rung, params: Mapping) -> Built:
+    from numba import cuda, guvectorize
+
+    problem = rung.problems(params)
+    if problem:
+        raise ValueError(f"{rung.variant_name} cannot use {dict(params)}: {problem}")
+    source = module(rung.file)
+    if rung.gufunc:
+        gufunc = guvectorize([source.SIGNATURE], source.LAYOUT, target="cuda")(source.product)
+        return Built(Compiled(rung, dict(params), gufunc), {"threads": 1, "max_dim": rung.max_dim})
+    dispatcher = cuda.jit(SIGNATURE)(source.make(**params))  # compiles now, for this GPU
+    kernel = next(iter(dispatcher.overloads.values()))
+    facts = {"registers": kernel.regs, "local_bytes": kernel.local_mem_per_thread,
+             "shared_bytes": kernel.shared_mem_per_block, "threads": rung.threads(params),
+             **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(dispatcher))}
+    facts["limits"] = limits(facts)
+    return Built(Compiled(rung, dict(params), dispatcher), facts)
+
+
+def _run(compiled: Compiled, a, b, c) -> None:
+    import cupy
+    from numba import cuda
+
+    stream_ptr = cupy.cuda.get_current_stream().ptr
+    stream = compiled.streams.get(stream_ptr)
+    if stream is None:
+        stream = compiled.streams[stream_ptr] = cuda.external_stream(stream_ptr)
+    # sync=False: Numba would otherwise wait on CuPy's stream, which the harness holds until launches are queued
+    args = [cuda.as_cuda_array(x, sync=False) for x in (a, b, c)]
+    if compiled.rung.gufunc:
+        compiled.kernel(args[0], args[1], out=args[2], stream=stream)
+        return
+    grid, block = compiled.rung.launch(compiled.params, a.shape[0], b.shape[1])
+    compiled.kernel[grid, block, stream](*args)
+
+
+def _variant(rung: Rung) -> Variant:
+    def unsupported(m, n, k, params) -> str | None:
+        if rung.max_dim and max(m, n, k) > rung.max_dim:
+            return f"the whole product runs in one GPU thread: declared up to {rung.max_dim} per dimension"
+        return None
+
+    return Variant(family="numba", name=rung.variant_name, device="cuda", modes=("fp32",),
+                   build=lambda mode, params, cache_dir: _build(rung, params), run=_run,
+                   params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
+                   unsupported=unsupported, source_files=(str(HERE / rung.file),),
+                   description=rung.description)
+
+
+for _rung in RUNGS:
+    register(_variant(_rung))
