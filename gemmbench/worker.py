@@ -34,29 +34,42 @@ def failure_row(exc: BaseException) -> dict:
     return {"status": "oom" if oom else "error", "message": text[:2000]}
 
 
+class BuildFailed(RuntimeError):
+    pass
+
+
 class Builds:
-    """One build per parameter set: the task's parameters, or one per tuned size class (task["classes"])."""
+    """The task's parameters, or one parameter set per tuned size class (task["classes"]), each built when
+    first needed (a bench job needs one class; Numba compiles take seconds) and once per distinct set."""
 
     def __init__(self, variant, task):
-        classes = task.get("classes") or {"": {}}
-        self.by_class = {size: ({**task["params"], **params},
-                                variant.build(task["mode"], {**task["params"], **params}, task["cache_dir"]))
-                         for size, params in classes.items()}
+        self.variant, self.mode, self.cache_dir = variant, task["mode"], task["cache_dir"]
+        self.params = {size: {**task["params"], **params} for size, params in (task.get("classes") or {"": {}}).items()}
+        self._built: dict[str, object] = {}
+
+    def get(self, size: str) -> tuple[dict, object]:
+        params = self.params[size]
+        key = json.dumps(params, sort_keys=True)
+        if key not in self._built:
+            try:
+                self._built[key] = self.variant.build(self.mode, params, self.cache_dir)
+            except Exception as exc:
+                raise BuildFailed(f"build failed: {type(exc).__name__}: {exc}") from exc
+        return params, self._built[key]
 
     def for_point(self, point) -> tuple[dict, object]:
-        size = "" if "" in self.by_class else tune.pick(self.by_class, point["m"], point["n"], point["k"])
-        return self.by_class[size]
+        return self.get("" if "" in self.params else tune.pick(self.params, point["m"], point["n"], point["k"]))
 
 
 def build_row(variant, task, backend) -> dict:
     start = time.perf_counter()
     builds = Builds(variant, task)
+    by_class = {size: builds.get(size)[1] for size in builds.params}
     backend.synchronize()
     # The largest class's facts stand for the build; every class's facts are kept beside them.
-    _, built = builds.by_class[max(builds.by_class, key=lambda size: int(size or 0))]
-    facts = {"compile_s": time.perf_counter() - start, **built.facts}
+    facts = {"compile_s": time.perf_counter() - start, **by_class[max(by_class, key=lambda size: int(size or 0))].facts}
     if task.get("classes"):  # their parameters are in the build record's `tuned` column
-        facts["classes"] = json.dumps({size: b.facts for size, (_, b) in builds.by_class.items()})
+        facts["classes"] = json.dumps({size: b.facts for size, b in by_class.items()})
     return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.get("classes") else ""), **facts}
 
 

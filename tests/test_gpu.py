@@ -3,6 +3,7 @@ import pytest
 
 from gemmbench import backend as backends
 from gemmbench import config, stages
+from kernels import registry
 
 pytestmark = pytest.mark.gpu
 
@@ -66,14 +67,15 @@ def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
     assert cuda.device_time(lambda: a @ b) > 0
 
 
-@pytest.mark.parametrize("rung", [f"cupy/{n:02d}" for n in range(1, 11)])
-def test_every_cupy_rung_validates_with_its_tuned_parameters(tmp_path, rung):
+LADDERS = sorted(k for k in registry.load() if k.split("/")[0] in ("cupy", "numba"))
+
+
+@pytest.mark.parametrize("key", LADDERS)
+def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     """Aligned (float4) and unaligned shapes, tiles cut at every edge, with the H200 size classes' kernels."""
     from gemmbench import tune
-    from kernels import registry
-    key = next(k for k in registry.load() if k.startswith(rung + "_"))
     variant = registry.load()[key]
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": ["fp32"],
+    cfg = config.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
                            "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17],
                                                                  [1000, 999, 1001], [4096, 96, 8192], [2048, 2048, 2048]]})
     stages.device_facts("cuda", "", tmp_path / "device.json")

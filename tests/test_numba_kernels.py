@@ -1,0 +1,163 @@
+"""The Numba ladder without a GPU: every rung compiles to PTX for compute capability 9.0 (numba-cuda with the
+NVVM wheel) and ptxas assembles it for sm_90 without spilling; every rung computes the right product under
+Numba's CUDA simulator at tiny sizes; launches cover any shape; the build facts read PTX and SASS right."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmbench import tune
+from kernels import registry
+from kernels.numba.ladder import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
+
+from conftest import ROOT
+from test_cupy_kernels import NVCC
+
+KERNEL_RUNGS = [r for r in RUNGS if not r.gufunc]
+VARIANTS = {r.variant_name: registry.load()[f"numba/{r.variant_name}"] for r in RUNGS}
+
+
+def committed_params(rung) -> list[dict]:
+    path = tune.committed_path("nvidia-h200", VARIANTS[rung.variant_name], "fp32")
+    classes = json.loads(path.read_text())["classes"] if path.exists() else {}
+    return [{**rung.defaults, **c["params"]} for c in classes.values()]
+
+
+def ptx_for_sm90(rung, params) -> str:
+    from numba import cuda
+    source = module(rung.file)
+    if rung.gufunc:  # the gufunc's body, as the device function Numba wraps in its launch kernel
+        return cuda.compile_ptx(source.product, source.SIGNATURE, device=True, cc=(9, 0))[0]
+    return cuda.compile_ptx(source.make(**params), SIGNATURE, cc=(9, 0))[0]
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.variant_name)
+def test_every_rung_compiles_to_ptx_for_cc90_and_assembles_without_spills(rung, tmp_path):
+    for params in [rung.defaults, *committed_params(rung)]:
+        ptx = ptx_for_sm90(rung, params)
+        assert ".target sm_90" in ptx
+        if rung.gufunc:
+            continue
+        assert ptx_facts(ptx)["ptx_fma"] > 0
+        if NVCC:  # ptxas sits beside nvcc in the wheel
+            (tmp_path / "k.ptx").write_text(ptx)
+            done = subprocess.run([str(Path(NVCC).with_name("ptxas")), "-arch=sm_90", "-v", "-o",
+                                   str(tmp_path / "k.cubin"), str(tmp_path / "k.ptx")], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert "0 bytes spill stores" in done.stderr, (params, done.stderr)
+
+
+SIMULATED_SHAPES = [(1, 1, 1), (7, 13, 5), (33, 65, 17), (64, 64, 64), (64, 3, 40)]
+
+
+def _simulated_errors(cases: list[tuple[str, dict]]) -> list[dict]:
+    """Run rungs under NUMBA_ENABLE_CUDASIM (set before numba.cuda is imported, hence a fresh process)."""
+    script = f"""
+import json, sys
+import numpy as np
+from numba import cuda
+from kernels.numba.ladder import RUNGS, SIGNATURE, module
+rungs = {{r.variant_name: r for r in RUNGS}}
+out = []
+for name, params in json.loads(sys.argv[1]):
+    rung, source = rungs[name], module(rungs[name].file)
+    if rung.gufunc:  # the simulator cannot launch gufuncs: run the body in one simulated thread
+        body = cuda.jit(device=True)(source.product)
+        kernel = cuda.jit(lambda a, b, c: body(a, b, c))
+    else:
+        kernel = cuda.jit(source.make(**params))
+    for m, n, k in {SIMULATED_SHAPES}:
+        rng = np.random.default_rng(m * n * k)
+        a = rng.random((m, k), dtype=np.float32) * 2 - 1
+        b = rng.random((k, n), dtype=np.float32) * 2 - 1
+        c = np.full((m, n), np.nan, np.float32)
+        grid, block = ((1,), (1,)) if rung.gufunc else rung.launch(params, m, n)
+        kernel[grid, block](a, b, c)
+        ref = a.astype(np.float64) @ b
+        out.append({{"rung": name, "shape": [m, n, k], "unwritten": int(np.isnan(c).sum()),
+                     "max_error": float(np.nanmax(np.abs(c - ref)))}})
+print(json.dumps(out))
+"""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_every_rung_is_correct_in_the_cuda_simulator():
+    """Defaults, plus a second tile shape of the tuned rungs: edges cut through every tile."""
+    cases = [(r.variant_name, dict(r.defaults)) for r in RUNGS]
+    cases += [("04_blocktile_2d", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8}),
+              ("05_warptile", {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "WMITER": 1, "WNITER": 1,
+                               "TM": 4, "TN": 8, "GROUP": 4})]
+    for case in cases:
+        assert VARIANTS[case[0]].check_params(case[1]) is None, case
+    results = _simulated_errors(cases)
+    assert len(results) == len(cases) * len(SIMULATED_SHAPES)
+    bad = [r for r in results if r["unwritten"] or r["max_error"] > 1e-5]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("rung", KERNEL_RUNGS, ids=lambda r: r.variant_name)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
+def test_the_launch_covers_every_output(rung, shape):
+    m, n, _ = shape
+    for params in [rung.defaults, *committed_params(rung)]:
+        grid, block = rung.launch(params, m, n)
+        rows, cols = rung.tile(params)
+        assert rung.threads(params) <= 1024 and len(block) <= 3
+        if rung.grid == "linear":
+            assert grid == (cdiv(m, rows) * cdiv(n, cols),)
+        else:
+            gm, gn = grid if rung.grid == "rows_cols" else grid[::-1]
+            assert gm * rows >= m and gn * cols >= n and (gm, gn) == (cdiv(m, rows), cdiv(n, cols))
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.variant_name)
+def test_defaults_are_valid_and_candidates_are_reproducible(rung):
+    variant = VARIANTS[rung.variant_name]
+    assert variant.check_params(rung.defaults) is None
+    first = tune.candidates(variant, rung.defaults, 12, seed=3)
+    assert first == tune.candidates(variant, rung.defaults, 12, seed=3)
+    assert all(variant.check_params(c) is None for c in first)
+
+
+def test_the_gufunc_declares_its_size_limit():
+    variant = VARIANTS["03_guvectorize"]
+    assert variant.unsupported(512, 512, 512, {}) is None
+    reason = variant.unsupported(513, 64, 64, {})
+    assert reason and "one GPU thread" in reason and "512" in reason
+
+
+def test_invalid_warp_tiles_are_named():
+    rung = next(r for r in RUNGS if r.variant_name == "05_warptile")
+    assert "32 thread tiles" in rung.problems({**rung.defaults, "TM": 8, "WM": 32})
+    assert "multiples of 4" in rung.problems({**rung.defaults, "BM": 64, "BN": 64, "WM": 16, "WN": 32,
+                                              "WMITER": 1, "WNITER": 1, "TM": 2, "TN": 8})
+
+
+def test_build_facts_read_the_hot_loop_and_say_what_limits_numba():
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   LDS.128 R4, [R2] ;
+        /*0020*/                   FFMA R8, R4, R5, R8 ;
+        /*0030*/                   FFMA R9, R4, R6, R9 ;
+        /*0040*/                   FFMA R10, R4, R7, R10 ;
+        /*0050*/               @P0 BRA `(.L_x_1) ;
+        /*0060*/                   LDS R3, [R2] ;
+        /*0070*/                   BRA 0x10 ;
+"""
+    facts = sass_facts(sass)
+    assert facts["sass_hot_loop_instructions"] == 5 and facts["sass_hot_loop_ffma_share"] == 0.6
+    assert facts["sass_hot_loop_lds128"] == 1 and facts["sass_hot_loop_lds32"] == 0
+    ptx = "\tld.global.f32 \t%f1, [%rd1];\n\tfma.rn.f32 \t%f2, %f1, %f1, %f2;\n\tadd.s64 \t%rd2, %rd1, 4;\n"
+    facts = {**ptx_facts(ptx), **facts}
+    assert facts["ptx_fma"] == 1 and facts["ptx_global_loads_scalar"] == 1 and facts["ptx_int64_share"] == 1.0
+    assert "scalar global loads" in limits(facts) and "64-bit" in limits(facts)
