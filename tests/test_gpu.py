@@ -84,7 +84,9 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     assert build["status"] == "ok", build["message"]
     rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json", tmp_path / "c",
                            tmp_path / "validate.json")
-    assert [r["status"] for r in rows] == ["ok"] * len(rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
+    declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
+    assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
+    assert any(r["status"] == "ok" for r in rows)
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
