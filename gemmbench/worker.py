@@ -111,13 +111,20 @@ def bench_row(variant, chosen, backend, task, point) -> dict:
     }
 
 
+_tune_builds: dict[str, tuple] = {}  # a candidate is compiled once for all class sizes (Numba takes seconds)
+
+
 def tune_row(variant, backend, task, point) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
     params = {**task["params"], **point["params"]}
-    start = time.perf_counter()
-    built = variant.build(task["mode"], params, task["cache_dir"])
-    backend.synchronize()
-    row = {"size": point["size"], "params": point["params"], "compile_s": time.perf_counter() - start,
+    key = json.dumps(params, sort_keys=True)
+    if key not in _tune_builds:
+        start = time.perf_counter()
+        built = variant.build(task["mode"], params, task["cache_dir"])
+        backend.synchronize()
+        _tune_builds[key] = built, time.perf_counter() - start
+    built, compile_s = _tune_builds[key]
+    row = {"size": point["size"], "params": point["params"], "compile_s": compile_s,
            "registers": built.facts.get("registers")}
     if built.facts.get("local_bytes"):
         return {**row, "status": "rejected", "message": f"spills {built.facts['local_bytes']} bytes to local memory"}

@@ -127,8 +127,7 @@ RUNGS = (
            description=f"cuda.shared.array tiles, TPB={tpb}, one output per thread") for tpb in (16, 32)),
     Rung("03_guvectorize.py", gufunc=True, max_dim=512,
          description="guvectorize(target='cuda'), (m,k),(k,n)->(m,n): the whole product in one thread"),
-    Rung("04_blocktile_2d.py", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
-         {"BM": (64, 128), "BN": (64, 128), "BK": (8, 16, 32), "TM": (4, 8), "TN": (4, 8)},
+    Rung("04_blocktile_2d.py", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},  # untuned: the plain baseline
          block=lambda p: (p["BN"] // p["TN"], p["BM"] // p["TM"]), tile=lambda p: (p["BM"], p["BN"]),
          check=_blocktile_check,
          description="TM×TN register tile per thread (cuda.local.array), A transposed and padded in shared memory"),
@@ -203,9 +202,9 @@ def limits(facts: dict) -> str:
     return "; ".join(notes)
 
 
-def _sass(dispatcher) -> str:
+def _sass(kernel) -> str:
     try:  # needs nvdisasm (CUDA toolkit); the PTX facts stand without it
-        return next(iter(dispatcher.inspect_sass().values()))
+        return kernel.inspect_sass()
     except Exception:
         return ""
 
@@ -230,9 +229,9 @@ def _build(rung: Rung, params: Mapping) -> Built:
         return Built(Compiled(rung, dict(params), gufunc), {"threads": 1, "max_dim": rung.max_dim})
     dispatcher = cuda.jit(SIGNATURE)(source.make(**params))  # compiles now, for this GPU
     kernel = next(iter(dispatcher.overloads.values()))
-    facts = {"registers": kernel.regs, "local_bytes": kernel.local_mem_per_thread,
+    facts = {"registers": kernel.regs_per_thread, "local_bytes": kernel.local_mem_per_thread,
              "shared_bytes": kernel.shared_mem_per_block, "threads": rung.threads(params),
-             **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(dispatcher))}
+             **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(kernel))}
     facts["limits"] = limits(facts)
     return Built(Compiled(rung, dict(params), dispatcher), facts)
 
