@@ -130,9 +130,9 @@ def test_defaults_are_valid_and_candidates_are_reproducible(rung):
 
 def test_the_gufunc_declares_its_size_limit():
     variant = VARIANTS["03_guvectorize"]
-    assert variant.unsupported(512, 512, 512, {}) is None
-    reason = variant.unsupported(513, 64, 64, {})
-    assert reason and "one GPU thread" in reason and "512" in reason
+    assert variant.unsupported(256, 256, 256, {}) is None
+    reason = variant.unsupported(257, 64, 64, {})
+    assert reason and "one GPU thread" in reason and "256" in reason
 
 
 def test_invalid_warp_tiles_are_named():

@@ -125,7 +125,7 @@ RUNGS = (
     *(Rung("02_shared_tiles.py", {"TPB": tpb}, name=f"02_shared_tiles_tpb{tpb}",
            block=lambda p: (p["TPB"], p["TPB"]), tile=lambda p: (p["TPB"], p["TPB"]),
            description=f"cuda.shared.array tiles, TPB={tpb}, one output per thread") for tpb in (16, 32)),
-    Rung("03_guvectorize.py", gufunc=True, max_dim=512,
+    Rung("03_guvectorize.py", gufunc=True, max_dim=256,
          description="guvectorize(target='cuda'), (m,k),(k,n)->(m,n): the whole product in one thread"),
     Rung("04_blocktile_2d.py", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},  # untuned: the plain baseline
          block=lambda p: (p["BN"] // p["TN"], p["BM"] // p["TM"]), tile=lambda p: (p["BM"], p["BN"]),
