@@ -120,12 +120,17 @@ def tune_row(variant, backend, task, point) -> dict:
     key = json.dumps(params, sort_keys=True)
     if key not in _tune_builds:
         start = time.perf_counter()
-        built = variant.build(task["mode"], params, task["cache_dir"])
+        try:
+            built = variant.build(task["mode"], params, task["cache_dir"])
+        except ValueError as exc:  # the variant refuses this parameter set: a candidate lost, not a broken worker
+            built = exc
         backend.synchronize()
         _tune_builds[key] = built, time.perf_counter() - start
     built, compile_s = _tune_builds[key]
-    row = {"size": point["size"], "params": point["params"], "compile_s": compile_s,
-           "registers": built.facts.get("registers")}
+    row = {"size": point["size"], "params": point["params"], "compile_s": compile_s}
+    if isinstance(built, ValueError):
+        return {**row, "status": "rejected", "message": str(built)}
+    row["registers"] = built.facts.get("registers")
     if built.facts.get("local_bytes"):
         return {**row, "status": "rejected", "message": f"spills {built.facts['local_bytes']} bytes to local memory"}
     checked = validate_row(variant, (params, built), backend, task, point)

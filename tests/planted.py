@@ -36,3 +36,19 @@ for name, run in {"planted-wrong": _wrong, "planted-hang": _hang, "planted-crash
                   "planted-slow": _slow}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))
+
+
+def _build_tunable(mode, params, cache_dir):
+    if params["delay_ms"] == 13:
+        raise ValueError("delay_ms=13 needs more registers than the device has")  # caught only when compiled
+    return Built(params["delay_ms"] / 1e3, {"compile_s": 0.0})
+
+
+def _delayed(artifact, a, b, c):
+    time.sleep(artifact)
+    np.matmul(a, b, out=c)
+
+
+register(Variant(family="cpu", name="planted-tunable", device="cpu", modes=("fp32",), build=_build_tunable,
+                 run=_delayed, params={"delay_ms": 20}, space={"delay_ms": (0, 13, 20)},
+                 description="test tuning: faster with a smaller delay; one candidate is refused at build"))

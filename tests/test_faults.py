@@ -52,3 +52,14 @@ def test_size_cap_and_declared_limits_are_skipped_with_the_reason(cfg, tmp_path)
     assert "max_size 64" in rows[(128, 128, 128)]["message"]
     assert rows[(32, 32, 32)]["status"] == "ok"
     assert bench["status"] == "skipped" and "max_size 64" in bench["message"]
+
+
+def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_path, cpu_config):
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "sizes": [32, 64]})
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    record = stages.tune(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "c",
+                         tmp_path / "tune.json")
+    statuses = {(t["size"], t["params"]["delay_ms"]): t["status"] for t in record["trials"]}
+    assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
+                        (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
+    assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
