@@ -35,10 +35,30 @@ def _location(error: jsonschema.ValidationError) -> str:
     return path or "(top level)"
 
 
+SCALARS = {"integer": int, "number": float, "boolean": bool}
+
+
+def _typed(value, schema: dict):
+    """Values from `snakemake --config` arrive as strings (Snakemake reads them with YAML's BaseLoader):
+    read a string as YAML where the schema wants a number or a boolean, inside lists and mappings too."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {k: _typed(v, properties.get(k, extra if isinstance(extra, dict) else {})) for k, v in value.items()}
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return [_typed(v, items if isinstance(items, dict) else {}) for v in value]
+    wanted = schema.get("type")
+    if isinstance(value, str) and any(t in SCALARS for t in (wanted if isinstance(wanted, list) else [wanted])):
+        parsed = yaml.safe_load(value)
+        return parsed if isinstance(parsed, (int, float, bool)) else value
+    return value
+
+
 def validate(config: dict | None) -> dict:
     """A validated copy of `config` with defaults filled in; ConfigError names every problem."""
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    config = copy.deepcopy(config or {})
+    config = _typed(copy.deepcopy(config or {}), schema)
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

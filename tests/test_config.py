@@ -81,3 +81,13 @@ def test_running_device_cuda_without_a_gpu_fails_before_any_job(tmp_path, cpu_co
     assert result.returncode != 0
     assert "device: cuda, but no GPU is visible" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_command_line_strings_are_read_as_the_schema_types():
+    """`snakemake --config sizes='[1024]' tune='{enabled: false}'` hands every value over as a string."""
+    cfg = config.validate({"sizes": ["1024", "4096"], "tune": {"enabled": "false", "sizes": ["512"]},
+                           "timing": {"budget_s": "2.5"}, "max_size": {"cpu": "512"}, "families": ["cpu"]})
+    assert cfg["sizes"] == [1024, 4096] and cfg["tune"]["enabled"] is False and cfg["tune"]["sizes"] == [512]
+    assert cfg["timing"]["budget_s"] == 2.5 and cfg["max_size"] == {"cpu": 512}
+    with pytest.raises(config.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
+        config.validate({"sizes": ["big"]})
