@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kernels.registry import Built, Variant, register
+from kernels.tiles import accumulators, cdiv, divides, static_smem
 
 HERE = Path(__file__).parent
 INT32_ELEMENTS = 2**31  # kernels index with int
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -65,19 +63,7 @@ class Rung:
         return self.check(params)
 
 
-def _divides(params, *pairs) -> str | None:
-    for small, big in pairs:
-        if params[big] % params[small]:
-            return f"{small}={params[small]} must divide {big}={params[big]}"
-    return None
 
-
-def _static_smem_check(params, floats: int) -> str | None:
-    return None if floats * 4 <= 48 * 1024 else f"{floats * 4} bytes of static shared memory (48 KiB at most)"
-
-
-def _accumulators_check(count: int) -> str | None:
-    return None if count <= 128 else "more than 128 accumulators per thread would spill"
 
 
 def _float4_check(p) -> str | None:
@@ -85,9 +71,9 @@ def _float4_check(p) -> str | None:
 
 
 def _blocktile_check(p) -> str | None:
-    return (_divides(p, ("TM", "BM"), ("TN", "BN"))
-            or _static_smem_check(p, p["BK"] * (p["BM"] + p["BN"]))
-            or _accumulators_check(p["TM"] * p["TN"]))
+    return (divides(p, ("TM", "BM"), ("TN", "BN"))
+            or static_smem(p["BK"] * (p["BM"] + p["BN"]))
+            or accumulators(p["TM"] * p["TN"]))
 
 
 def _vector_check(p) -> str | None:
@@ -95,13 +81,13 @@ def _vector_check(p) -> str | None:
 
 
 def _warptile_check(p) -> str | None:
-    bad = _divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
+    bad = divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
     if bad:
         return bad
     wsubm, wsubn = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
     if wsubm % p["TM"] or wsubn % p["TN"] or (wsubm // p["TM"]) * (wsubn // p["TN"]) != 32:
         return f"a {wsubm}x{wsubn} warp sub-tile must hold exactly 32 thread tiles of {p['TM']}x{p['TN']}"
-    return _accumulators_check(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]) or _float4_check(p)
+    return accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]) or _float4_check(p)
 
 
 def _warp_threads(p) -> int:
@@ -149,7 +135,7 @@ RUNGS = (
     Rung("05_blocktile_1d.cu", "sgemm_blocktile_1d", ("BM", "BN", "BK", "TM"), {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
          {"BM": (64, 128), "BN": (64, 128), "BK": (8, 16), "TM": (4, 8, 16)},
          threads=lambda p: p["BM"] * p["BN"] // p["TM"], tile=lambda p: (p["BM"], p["BN"]),
-         check=lambda p: _divides(p, ("TM", "BM")) or _static_smem_check(p, p["BK"] * (p["BM"] + p["BN"])),
+         check=lambda p: divides(p, ("TM", "BM")) or static_smem(p["BK"] * (p["BM"] + p["BN"])),
          description="TM outputs per thread along a column of C"),
     Rung("06_blocktile_2d.cu", "sgemm_blocktile_2d", defaults={"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
          space=_BLOCK2D_SPACE, check=_blocktile_check, **_BLOCK2D,

@@ -16,13 +16,11 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kernels.registry import Built, Variant, register
+from kernels.tiles import accumulators, cdiv, divides, static_smem
 
 HERE = Path(__file__).parent
 SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def module(file: str):
@@ -70,25 +68,13 @@ class Rung:
         return self.check(params)
 
 
-def _divides(params, *pairs) -> str | None:
-    for small, big in pairs:
-        if params[big] % params[small]:
-            return f"{small}={params[small]} must divide {big}={params[big]}"
-    return None
 
-
-def _static_smem(floats: int) -> str | None:
-    return None if floats * 4 <= 48 * 1024 else f"{floats * 4} bytes of shared memory (48 KiB static at most)"
-
-
-def _accumulators(count: int) -> str | None:
-    return None if count <= 128 else "more than 128 accumulators per thread would spill"
 
 
 def _blocktile_check(p) -> str | None:
-    return (_divides(p, ("TM", "BM"), ("TN", "BN"))
-            or _static_smem(p["BK"] * (p["BM"] + 4 + p["BN"]))
-            or _accumulators(p["TM"] * p["TN"]))
+    return (divides(p, ("TM", "BM"), ("TN", "BN"))
+            or static_smem(p["BK"] * (p["BM"] + 4 + p["BN"]))
+            or accumulators(p["TM"] * p["TN"]))
 
 
 def _warp_threads(p) -> int:
@@ -102,7 +88,7 @@ def _warptile_block(p) -> tuple[int, int, int]:
 
 
 def _warptile_check(p) -> str | None:
-    bad = _divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
+    bad = divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
     if bad:
         return bad
     sub_m, sub_n = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
@@ -115,8 +101,8 @@ def _warptile_check(p) -> str | None:
         return "BK must be even (the k loop is unrolled by two)"
     if p["TM"] % 4 or p["TN"] % 4:
         return "TM and TN must be multiples of 4 (16-byte shared loads)"
-    return (_static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
-            or _accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]))
+    return (static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
+            or accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]))
 
 
 RUNGS = (
