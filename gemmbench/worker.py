@@ -38,24 +38,38 @@ class BuildFailed(RuntimeError):
     pass
 
 
+_built: dict[str, tuple] = {}  # (variant, mode, params) -> (Built or the ValueError that refused it, compile_s)
+
+
+def build_once(variant, mode: str, params: dict, cache_dir) -> tuple:
+    """A parameter set is compiled once per worker (a Numba compile takes seconds): by size class, tune trial."""
+    key = json.dumps([variant.key, mode, params], sort_keys=True)
+    if key not in _built:
+        start = time.perf_counter()
+        try:
+            built = variant.build(mode, params, cache_dir)
+        except ValueError as exc:  # the variant refuses this parameter set
+            built = exc
+        _built[key] = built, time.perf_counter() - start
+    return _built[key]
+
+
 class Builds:
     """The task's parameters, or one parameter set per tuned size class (task["classes"]), each built when
-    first needed (a bench job needs one class; Numba compiles take seconds) and once per distinct set."""
+    first needed (a bench job needs one class)."""
 
     def __init__(self, variant, task):
         self.variant, self.mode, self.cache_dir = variant, task["mode"], task["cache_dir"]
         self.params = {size: {**task["params"], **params} for size, params in (task.get("classes") or {"": {}}).items()}
-        self._built: dict[str, object] = {}
 
     def get(self, size: str) -> tuple[dict, object]:
-        params = self.params[size]
-        key = json.dumps(params, sort_keys=True)
-        if key not in self._built:
-            try:
-                self._built[key] = self.variant.build(self.mode, params, self.cache_dir)
-            except Exception as exc:
-                raise BuildFailed(f"build failed: {type(exc).__name__}: {exc}") from exc
-        return params, self._built[key]
+        try:
+            built, _ = build_once(self.variant, self.mode, self.params[size], self.cache_dir)
+        except Exception as exc:
+            built = exc
+        if isinstance(built, Exception):
+            raise BuildFailed(f"build failed: {type(built).__name__}: {built}") from built
+        return self.params[size], built
 
     def for_point(self, point) -> tuple[dict, object]:
         return self.get("" if "" in self.params else tune.pick(self.params, point["m"], point["n"], point["k"]))
@@ -111,24 +125,13 @@ def bench_row(variant, chosen, backend, task, point) -> dict:
     }
 
 
-_tune_builds: dict[str, tuple] = {}  # a candidate is compiled once for all class sizes (Numba takes seconds)
-
-
 def tune_row(variant, backend, task, point) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
     params = {**task["params"], **point["params"]}
-    key = json.dumps(params, sort_keys=True)
-    if key not in _tune_builds:
-        start = time.perf_counter()
-        try:
-            built = variant.build(task["mode"], params, task["cache_dir"])
-        except ValueError as exc:  # the variant refuses this parameter set: a candidate lost, not a broken worker
-            built = exc
-        backend.synchronize()
-        _tune_builds[key] = built, time.perf_counter() - start
-    built, compile_s = _tune_builds[key]
+    built, compile_s = build_once(variant, task["mode"], params, task["cache_dir"])
+    backend.synchronize()
     row = {"size": point["size"], "params": point["params"], "compile_s": compile_s}
-    if isinstance(built, ValueError):
+    if isinstance(built, ValueError):  # a candidate lost, not a broken worker
         return {**row, "status": "rejected", "message": str(built)}
     row["registers"] = built.facts.get("registers")
     if built.facts.get("local_bytes"):

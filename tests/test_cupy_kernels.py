@@ -29,10 +29,11 @@ NVCC = find_nvcc()
 RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 
-def committed_params(rung) -> list[dict]:
-    path = tune.committed_path("nvidia-h200", RUNG_VARIANTS[rung.name], "fp32")
+def committed_params(variant) -> list[dict]:
+    """The parameter sets of the variant's committed H200 size classes (none if it has no result)."""
+    path = tune.committed_path("nvidia-h200", variant, "fp32")
     classes = json.loads(path.read_text())["classes"] if path.exists() else {}
-    return [{**rung.defaults, **c["params"]} for c in classes.values()]
+    return [{**variant.params, **c["params"]} for c in classes.values()]
 
 
 def compile_sm90(rung, param_sets, tmp_path) -> str:
@@ -53,7 +54,7 @@ def compile_sm90(rung, param_sets, tmp_path) -> str:
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
 @pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
 def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
-    report = compile_sm90(rung, [rung.defaults, *committed_params(rung)], tmp_path)
+    report = compile_sm90(rung, [rung.defaults, *committed_params(RUNG_VARIANTS[rung.name])], tmp_path)
     entries = re.findall(r"Compiling entry function", report)
     assert len(entries) >= (2 if rung.vec else 1)
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
@@ -70,7 +71,7 @@ def test_ci_has_nvcc_when_it_claims_to():
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
 def test_the_launch_covers_every_output(rung, shape):
     m, n, _ = shape
-    for params in [rung.defaults, *committed_params(rung)]:
+    for params in [rung.defaults, *committed_params(RUNG_VARIANTS[rung.name])]:
         grid, block = rung.launch(params, m, n)
         rows, cols = rung.tile(params)
         threads = block[0] * (block[1] if len(block) > 1 else 1)

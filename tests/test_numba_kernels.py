@@ -16,16 +16,10 @@ from kernels import registry
 from kernels.numba.ladder import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
 
 from conftest import ROOT
-from test_cupy_kernels import NVCC
+from test_cupy_kernels import NVCC, committed_params
 
 KERNEL_RUNGS = [r for r in RUNGS if not r.gufunc]
 VARIANTS = {r.variant_name: registry.load()[f"numba/{r.variant_name}"] for r in RUNGS}
-
-
-def committed_params(rung) -> list[dict]:
-    path = tune.committed_path("nvidia-h200", VARIANTS[rung.variant_name], "fp32")
-    classes = json.loads(path.read_text())["classes"] if path.exists() else {}
-    return [{**rung.defaults, **c["params"]} for c in classes.values()]
 
 
 def ptx_for_sm90(rung, params) -> str:
@@ -38,7 +32,7 @@ def ptx_for_sm90(rung, params) -> str:
 
 @pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.variant_name)
 def test_every_rung_compiles_to_ptx_for_cc90_and_assembles_without_spills(rung, tmp_path):
-    for params in [rung.defaults, *committed_params(rung)]:
+    for params in [rung.defaults, *committed_params(VARIANTS[rung.variant_name])]:
         ptx = ptx_for_sm90(rung, params)
         assert ".target sm_90" in ptx
         if rung.gufunc:
@@ -108,7 +102,7 @@ def test_every_rung_is_correct_in_the_cuda_simulator():
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
 def test_the_launch_covers_every_output(rung, shape):
     m, n, _ = shape
-    for params in [rung.defaults, *committed_params(rung)]:
+    for params in [rung.defaults, *committed_params(VARIANTS[rung.variant_name])]:
         grid, block = rung.launch(params, m, n)
         rows, cols = rung.tile(params)
         assert rung.threads(params) <= 1024 and len(block) <= 3

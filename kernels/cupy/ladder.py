@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kernels.registry import Built, Variant, register
-from kernels.tiles import accumulators, cdiv, divides, static_smem
+from kernels.tiles import accumulators, block_threads, cdiv, divides, static_smem, warp_threads, warp_tiles
 
 HERE = Path(__file__).parent
 INT32_ELEMENTS = 2**31  # kernels index with int
-
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,12 @@ class Rung:
         return (cdiv(n, cols), cdiv(m, rows)), block
 
     def problems(self, params: Mapping, max_smem: int = 227 * 1024) -> str | None:
-        threads = self.threads(params)
-        if not 32 <= threads <= 1024 or threads % 32:
-            return f"{threads} threads per block (needs a multiple of 32 up to 1024)"
+        bad = block_threads(self.threads(params))
+        if bad:
+            return bad
         if self.dynamic_smem(params) > max_smem:
             return f"{self.dynamic_smem(params)} bytes of shared memory (the device allows {max_smem})"
         return self.check(params)
-
-
-
 
 
 def _float4_check(p) -> str | None:
@@ -81,17 +77,7 @@ def _vector_check(p) -> str | None:
 
 
 def _warptile_check(p) -> str | None:
-    bad = divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
-    if bad:
-        return bad
-    wsubm, wsubn = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
-    if wsubm % p["TM"] or wsubn % p["TN"] or (wsubm // p["TM"]) * (wsubn // p["TN"]) != 32:
-        return f"a {wsubm}x{wsubn} warp sub-tile must hold exactly 32 thread tiles of {p['TM']}x{p['TN']}"
-    return accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]) or _float4_check(p)
-
-
-def _warp_threads(p) -> int:
-    return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    return warp_tiles(p) or _float4_check(p)
 
 
 def _pipelined_smem(p) -> int:
@@ -148,7 +134,7 @@ RUNGS = (
          description="rung 7 with the transposed A tile swizzled: no bank conflicts"),
     Rung("09_warptile.cu", "sgemm_warptile", _WARP,
          {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 4},
-         _WARP_SPACE, threads=_warp_threads, tile=lambda p: (p["BM"], p["BN"]),
+         _WARP_SPACE, threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]),
          check=lambda p: _warptile_check(p) or _swizzled_check(p), vec=True,
          description="block → warp → thread tiles"),
     Rung("10_pipelined.cu", "sgemm_pipelined", (*_WARP, "STAGES", "GROUP", "MIN_BLOCKS"),
@@ -157,7 +143,7 @@ RUNGS = (
          {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64), "WN": (32, 64),
           "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "STAGES": (2, 3, 4), "GROUP": (8, 16),
           "MIN_BLOCKS": (1, 2)},
-         threads=_warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_check, vec=True,
+         threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_check, vec=True,
          grid_1d=True, dynamic_smem=_pipelined_smem,
          description="cp.async multi-stage pipeline, row-major A with interleaved rows, grouped block order"),
 )

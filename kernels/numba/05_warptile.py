@@ -120,9 +120,9 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP):
                 if step < tiles_k:
                     following = step + ONE < tiles_k
                     if following:
-                        k0 = following_k = (step + ONE) * BK
+                        k0 = (step + ONE) * BK
                         load(a, b, a_regs, b_regs, row0 + a_tile_row, k0 + a_tile_col, k0 + b_tile_row,
-                             col0 + b_tile_col, m, n, k, not inside or following_k + BK > k)
+                             col0 + b_tile_col, m, n, k, not inside or k0 + BK > k)
                     if half == ZERO:
                         multiply(As0, Bs0, acc, a_frag, b_frag, row, col)
                         if following:

@@ -9,6 +9,7 @@ Rung 03 is a generalized ufunc (`product`), which Numba launches itself.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kernels.registry import Built, Variant, register
-from kernels.tiles import accumulators, cdiv, divides, static_smem
+from kernels.tiles import accumulators, block_threads, cdiv, divides, static_smem, warp_threads, warp_tiles
 
 HERE = Path(__file__).parent
 SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
@@ -47,10 +48,7 @@ class Rung:
         return self.name or Path(self.file).stem
 
     def threads(self, params: Mapping) -> int:
-        count = 1
-        for extent in self.block(params):
-            count *= extent
-        return count
+        return math.prod(self.block(params))
 
     def launch(self, params: Mapping, m: int, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         rows, cols = self.tile(params)
@@ -61,14 +59,7 @@ class Rung:
         return (cdiv(n, cols), cdiv(m, rows)), self.block(params)
 
     def problems(self, params: Mapping) -> str | None:
-        if not self.gufunc:
-            threads = self.threads(params)
-            if not 32 <= threads <= 1024 or threads % 32:
-                return f"{threads} threads per block (needs a multiple of 32 up to 1024)"
-        return self.check(params)
-
-
-
+        return (None if self.gufunc else block_threads(self.threads(params))) or self.check(params)
 
 
 def _blocktile_check(p) -> str | None:
@@ -77,32 +68,24 @@ def _blocktile_check(p) -> str | None:
             or accumulators(p["TM"] * p["TN"]))
 
 
-def _warp_threads(p) -> int:
-    return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
-
-
 def _warptile_block(p) -> tuple[int, int, int]:
     """(thread columns, thread rows) of a warp's sub-tile, then one z per warp."""
     cols = p["WN"] // p["WNITER"] // p["TN"]
-    return cols, 32 // cols, _warp_threads(p) // 32
+    return cols, 32 // cols, warp_threads(p) // 32
 
 
 def _warptile_check(p) -> str | None:
-    bad = divides(p, ("WM", "BM"), ("WN", "BN"), ("WMITER", "WM"), ("WNITER", "WN"))
+    bad = warp_tiles(p)
     if bad:
         return bad
-    sub_m, sub_n = p["WM"] // p["WMITER"], p["WN"] // p["WNITER"]
-    if sub_m % p["TM"] or sub_n % p["TN"] or (sub_m // p["TM"]) * (sub_n // p["TN"]) != 32:
-        return f"a {sub_m}x{sub_n} warp sub-tile must hold exactly 32 thread tiles of {p['TM']}x{p['TN']}"
-    threads = _warp_threads(p)
+    threads = warp_threads(p)
     if threads % p["BK"] or threads % p["BN"] or (p["BM"] * p["BK"]) % threads or (p["BK"] * p["BN"]) % threads:
         return f"{threads} threads cannot load a {p['BM']}x{p['BK']} and a {p['BK']}x{p['BN']} tile in equal whole rows"
     if p["BK"] % 2:
         return "BK must be even (the k loop is unrolled by two)"
     if p["TM"] % 4 or p["TN"] % 4:
         return "TM and TN must be multiples of 4 (16-byte shared loads)"
-    return (static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
-            or accumulators(p["WMITER"] * p["TM"] * p["WNITER"] * p["TN"]))
+    return static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
 
 
 RUNGS = (
