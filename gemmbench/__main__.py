@@ -39,12 +39,10 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{args.variant} cannot run here (device {device}{': ' + reason if reason else ''})")
     with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
         tmp = Path(tmp)
-        stages.device_facts(device, reason, tmp / "device.json")
         stages.build(cfg, args.variant, args.mode, tmp / "build.d", tmp / "build.json")
-        stages.validate(cfg, args.variant, args.mode, tmp / "device.json", tmp / "build.json", tmp / "build.d",
-                        tmp / "validate.json")
-        row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "device.json", tmp / "build.json",
-                           tmp / "validate.json", tmp / "build.d", tmp / "bench.json")
+        stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "build.d", tmp / "validate.json")
+        row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "build.json", tmp / "validate.json",
+                           tmp / "build.d", tmp / "bench.json")
     flops = 2 * shape.m * shape.n * shape.k
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
