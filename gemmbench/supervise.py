@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from gemmbench import ROOT
+from gemmbench import ROOT, gpus
 
 log = logging.getLogger("gemmbench")
 
@@ -38,8 +38,9 @@ def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> tuple[l
     count = len(task["points"])
     rows: dict[int, dict] = {}
     device = None
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    with tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+    with gpus.pinned(task["device"]) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+        env = {**os.environ, **pin,
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
         task_path.write_text(json.dumps(task))
         start = 0
