@@ -79,3 +79,24 @@ def test_a_point_that_never_ran_names_no_device(tmp_path):
                               outdir=tmp_path / "tables")
     assert result["summary"].status.tolist() == ["skipped"] and pd.isna(result["summary"].gpu[0])
     assert json.loads((tmp_path / "tables/devices.json").read_text()) == []
+
+
+def test_compare_gives_the_agreement_between_two_gpus_apart(tmp_path, capsys):
+    """A sweep split over two GPUs (run a) against one on the first GPU only (run b)."""
+    from gemmbench.__main__ import main
+
+    def run(uuids, times):
+        rows = [{"gpu": "NVIDIA H200", "gpu_uuid": uuid, "family": "cupy", "variant": "tiled", "mode": "fp32",
+                 "m": n, "n": n, "k": n, "status": "ok", "median_s": t, "sm_clock_mhz": 1980, "throttle_reasons": ""}
+                for uuid, n, t in zip(uuids, (1024, 2048, 4096, 8192), times)]
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.csv"
+        pd.DataFrame(rows).to_csv(path, index=False)
+        return str(path)
+
+    split = run(["GPU-a", "GPU-b", "GPU-a", "GPU-b"], [1.0, 1.0, 1.0, 1.0])
+    first = run(["GPU-a"] * 4, [1.01, 1.02, 0.995, 1.04])
+    assert main(["compare", split, first, "--tolerance-pct", "3"]) == 1  # 4% at 8192
+    out = capsys.readouterr().out
+    assert "4 points: largest |difference| 4.00%" in out
+    assert "two different GPUs: 2 points: largest |difference| 4.00%, median |difference| 3.00%" in out
+    assert "the same GPU:       2 points: largest |difference| 1.00%, median |difference| 0.75%" in out
