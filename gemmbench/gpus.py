@@ -1,7 +1,7 @@
 """One GPU per job on a box with several: Snakemake's `--resources gpu=N` bounds how many GPU jobs run at once,
 and this decides which GPU each one gets. A job holds a lock file per GPU while its workers run, and they see only
-that GPU (CUDA_VISIBLE_DEVICES set to its UUID before any CUDA call). Where CUDA_VISIBLE_DEVICES is already set
-(SLURM sets it to a job's allocated GPU; a user may set it) it is respected and nothing is locked.
+that GPU (CUDA_VISIBLE_DEVICES set to its UUID before any CUDA call). A CUDA_VISIBLE_DEVICES that is already set
+is respected: one GPU (SLURM's allocation, or the user's choice) is used as it is, several are handed out.
 """
 from __future__ import annotations
 
@@ -69,14 +69,16 @@ def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5)
 @contextlib.contextmanager
 def pinned(device: str):
     """Environment for the workers of a job on `device`: for a CUDA job, one GPU of its own while the block runs."""
-    if device != "cuda" or "CUDA_VISIBLE_DEVICES" in os.environ:
+    if device != "cuda":
         yield {}
         return
-    found = uuids()
-    if not found:  # no NVML: leave CUDA to fail or succeed on its own, and say so
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    found = uuids() if given is None else [d for d in given.split(",") if d]
+    if given is None and not found:  # no NVML: CUDA is left to find a GPU or fail on its own
         log.warning("NVML lists no GPU: the job is not pinned to one")
+    if not found or (given is not None and len(found) == 1):  # nothing to choose from, or a GPU chosen already
         yield {}
         return
-    with claim(found) as uuid:
-        log.info("running on GPU %s", uuid)
-        yield {"CUDA_VISIBLE_DEVICES": uuid}
+    with claim(found) as gpu:
+        log.info("running on GPU %s", gpu)
+        yield {"CUDA_VISIBLE_DEVICES": gpu}

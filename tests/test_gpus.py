@@ -59,3 +59,6 @@ def test_pinning_sets_the_workers_gpu_and_respects_a_given_one(monkeypatch, tmp_
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # SLURM (or the user) chose: nothing to hand out
     with gpus.pinned("cuda") as env:
         assert env == {}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the user's choice of several: handed out among them
+    with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
+        assert [first, second] == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
