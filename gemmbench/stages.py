@@ -122,8 +122,8 @@ def _run_points(kind, config, variant, mode, cache_dir, shapes, blocked, classes
         rows.append(row)
     if todo:
         task = _task(kind, config, variant, mode, cache_dir, todo, classes)
-        results, device = run_task(task, config["timing"]["point_timeout_s"],
-                                   lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}")
+        describe = lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}"  # noqa: E731
+        results, device = run_task(task, config["timing"]["point_timeout_s"], describe)
         where = {k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}
         for row, result in zip(todo, results):
             row.update(result, **where)

@@ -90,7 +90,8 @@ def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
     return _frame(records, "samples")
 
 
-def aggregate(*, build_paths, validation_paths, bench_paths, outdir, device_reason: str = "") -> dict[str, pd.DataFrame]:
+def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
+              device_reason: str = "") -> dict[str, pd.DataFrame]:
     """Write results/tables/{summary,samples,validation,builds}.{csv,parquet} and devices.json."""
     facts = devices([*validation_paths, *bench_paths], device_reason)
     bench_rows = _rows(bench_paths)

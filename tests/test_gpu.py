@@ -18,7 +18,8 @@ def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
     build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "c", tmp_path / "build.json")
     assert build["status"] == "ok" and build["cublas_version"] > 0
-    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "c",
+                           tmp_path / "validate.json")
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
