@@ -36,14 +36,19 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
     return {name: _save(fig, outdir / name) for name, fig in figures.items()}
 
 
+def several_models(df: pd.DataFrame) -> pd.Series:
+    """Rows of a device kind (cuda, cpu) that ran on more than one model here: their labels name the model."""
+    return df.groupby("device")["gpu"].transform("nunique") > 1
+
+
 def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
-    """Add `series` (family/variant, plus gpu or cache where they vary) and `size` columns."""
+    """Add `series` (family/variant, plus the GPU model or cache where they vary) and `size` columns."""
     if df.empty:
         return df
     series = df["family"] + "/" + df["variant"]
-    for column in ("gpu", "cache"):
-        if column in df and df[column].nunique() > 1:
-            series = series + " · " + df[column].astype(str)
+    series = series.where(~several_models(df), series + " · " + df["gpu"].astype(str))
+    if "cache" in df and df["cache"].nunique() > 1:
+        series = series + " · " + df["cache"].astype(str)
     # the cube root equals n for square shapes and places awkward shapes by their volume
     size = np.cbrt((df["m"] * df["n"] * df["k"]).astype(float))
     return df.assign(series=series, size=size)
@@ -144,6 +149,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     grid.set_titles("{col_name}")
     grid.set_axis_labels("arithmetic intensity (FLOP/byte, minimum traffic)", "TFLOP/s")
     intensities = np.geomspace(ok["intensity"].min() / 2, ok["intensity"].max() * 2, 64)
+    devices = list({d["gpu"]: d for d in devices}.values())  # one set of ceilings per model
     named = len(devices) > 1  # name the device on each ceiling only when there are several
     for mode, ax in grid.axes_dict.items():
         # 1-2-5 ticks label ranges narrower than a decade; the default labelled minor ticks collide

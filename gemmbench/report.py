@@ -139,16 +139,18 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
 
 
 def _validation_matrix(validation: pd.DataFrame) -> dict:
-    """Rows 'family/variant mode' (with the gpu when several), columns shapes, sweep before awkward."""
+    """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
+    from gemmbench.plots import several_models
+
     if validation.empty:
         return {"columns": [], "rows": [], "problems": []}
-    several_gpus = validation["gpu"].nunique() > 1
+    validation = validation.assign(named=several_models(validation))
     ordered = validation.sort_values(["shape_kind", "m", "n", "k"], key=lambda c: c.map(
         {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
     columns = list(dict.fromkeys((_shape(r), r.shape_kind) for r in ordered.itertuples()))
     rows, problems = {}, []
     for r in validation.sort_values(["family", "variant", "mode"]).itertuples():
-        label = f"{r.family}/{r.variant} {r.mode}" + (f" · {r.gpu}" if several_gpus else "")
+        label = f"{r.family}/{r.variant} {r.mode}" + (f" · {r.gpu}" if r.named and pd.notna(r.gpu) else "")
         cell = {"status": r.status, "label": VALIDATION_LABELS.get(r.status, r.status),
                 "message": _format(r.message), "rel_error": _format(r.rel_error)}
         rows.setdefault(label, {})[_shape(r)] = cell

@@ -28,13 +28,6 @@ def write_json(path, data) -> None:
     tmp.replace(path)
 
 
-def device_facts(device: str, reason: str, out) -> dict:
-    """The run's device: name, UUID, versions, peak rates and the measured copy bandwidth."""
-    facts = {**backends.create(device).facts(), "device_reason": reason}
-    write_json(out, facts)
-    return facts
-
-
 def _variant(config: dict, key: str) -> registry.Variant:
     return registry.load(config["variant_modules"])[key]
 
@@ -48,8 +41,9 @@ def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_d
             "cache": config["cache"]}
 
 
-def _base_row(config, facts, variant, mode, shape: plan.Shape) -> dict:
-    return {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "device": variant.device,
+def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
+    # gpu, gpu_uuid and host name the device the point ran on (set once a worker reports it; none if it never ran)
+    return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device,
             "family": variant.family, "variant": variant.name, "mode": mode,
             "m": shape.m, "n": shape.n, "k": shape.k, "shape_kind": shape.kind, "cache": config["cache"],
             "seed": backends.seed_for(config["seed"], shape.m, shape.n, shape.k)}
@@ -79,7 +73,7 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
         return f"tune {key} n={points[i]['size']} {changed or 'defaults'}"
 
     task = _task("tune", config, variant, mode, cache_dir, points)
-    rows = run_task(task, config["timing"]["point_timeout_s"], describe)
+    rows, _ = run_task(task, config["timing"]["point_timeout_s"], describe)
     trials = [{"size": p["size"], "params": p["params"], **{k: r.get(k) for k in (
         "status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")}}
               for p, r in zip(points, rows)]
@@ -100,7 +94,7 @@ def build(config: dict, key: str, mode: str, cache_dir, out, tuning_path=None) -
     tuned = read_json(tuning_path)["classes"] if tuning_path else {}
     classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
     task = _task("build", config, variant, mode, cache_dir, [{}], classes)
-    row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0]
+    row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
            "params": json.dumps(plan.params(config, variant)), "tuned": json.dumps(classes) if classes else "", **row}
     write_json(out, row)
@@ -112,12 +106,13 @@ def _classes(built: dict) -> dict | None:
     return json.loads(built["tuned"]) if built.get("tuned") else None
 
 
-def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked, classes) -> list[dict]:
-    """Rows for `shapes`. A point the plan skips (size cap, shape the variant declares unsupported) or that
-    `blocked(shape)` stops with a (status, message) gets that row; the others run in a supervised worker."""
-    rows, todo = [], []
+def _run_points(kind, config, variant, mode, cache_dir, shapes, blocked, classes) -> tuple[list[dict], list[dict]]:
+    """Rows for `shapes`, and the facts of the device they ran on (none if no point ran). A point the plan skips
+    (size cap, shape the variant declares unsupported) or that `blocked(shape)` stops with a (status, message)
+    gets that row; the others run in a supervised worker."""
+    rows, todo, devices = [], [], []
     for shape in shapes:
-        row = _base_row(config, facts, variant, mode, shape)
+        row = _base_row(config, variant, mode, shape)
         skip = plan.skip_reason(config, variant, shape)
         outcome = ("skipped", skip) if skip else blocked(shape)
         if outcome:
@@ -127,32 +122,33 @@ def _run_points(kind, config, facts, variant, mode, cache_dir, shapes, blocked, 
         rows.append(row)
     if todo:
         task = _task(kind, config, variant, mode, cache_dir, todo, classes)
-        results = run_task(task, config["timing"]["point_timeout_s"],
-                           lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}")
+        describe = lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}"  # noqa: E731
+        results, device = run_task(task, config["timing"]["point_timeout_s"], describe)
+        where = {k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}
         for row, result in zip(todo, results):
-            row.update(result)
-    return rows
+            row.update(result, **where)
+        devices = [device] if device else []
+    return rows, devices
 
 
-def validate(config: dict, key: str, mode: str, facts_path, build_path, cache_dir, out) -> list[dict]:
+def validate(config: dict, key: str, mode: str, build_path, cache_dir, out) -> list[dict]:
     """Every sweep size and awkward shape, on fresh inputs with NaN-poisoned outputs, vs an fp64 reference."""
-    variant, facts, built = _variant(config, key), read_json(facts_path), read_json(build_path)
+    variant, built = _variant(config, key), read_json(build_path)
 
     def blocked(shape):
         if built["status"] != "ok":
             return "error", f"build failed: {built['message']}"
         return None
 
-    rows = _run_points("validate", config, facts, variant, mode, cache_dir, plan.validation_shapes(config), blocked,
-                       _classes(built))
-    write_json(out, {"rows": rows})
+    rows, devices = _run_points("validate", config, variant, mode, cache_dir, plan.validation_shapes(config), blocked,
+                                _classes(built))
+    write_json(out, {"rows": rows, "devices": devices})
     return rows
 
 
-def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, build_path, validation_path, cache_dir,
-          out) -> dict:
+def bench(config: dict, key: str, mode: str, shape_label: str, build_path, validation_path, cache_dir, out) -> dict:
     """One point, timed only if it passed validation at this shape."""
-    variant, facts, built = _variant(config, key), read_json(facts_path), read_json(build_path)
+    variant, built = _variant(config, key), read_json(build_path)
     shape = plan.Shape.parse(shape_label)
     checked = {(r["m"], r["n"], r["k"]): r for r in read_json(validation_path)["rows"]}
     check = checked.get((shape.m, shape.n, shape.k))
@@ -164,10 +160,11 @@ def bench(config: dict, key: str, mode: str, shape_label: str, facts_path, build
             return "skipped", f"not benchmarked: validation {check['status']}: {check['message']}"
         return None
 
-    row = _run_points("bench", config, facts, variant, mode, cache_dir, [shape], blocked, _classes(built))[0]
+    rows, devices = _run_points("bench", config, variant, mode, cache_dir, [shape], blocked, _classes(built))
+    row = rows[0]
     if check:
         row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
-    write_json(out, {"rows": [row]})
+    write_json(out, {"rows": [row], "devices": devices})
     return row
 
 
@@ -202,7 +199,8 @@ def methodology(config: dict) -> dict:
         "Clocks": "NVML SM clock, temperature, power and slowdown reasons read after warm-up and after sampling; "
                   "a point with power/thermal slowdown or a clock drop over 5% is flagged as throttled",
         "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores)",
-        "% of cuBLAS": "cuBLAS median time / variant median time, same device, shape and mode, same run",
+        "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
+                       "(CPU variants: the cuBLAS of their host)",
         "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, m, n, k); output poisoned with NaN; "
                       f"fp64 reference (on the GPU for GPU variants); pass if every output is written, "
                       f"‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and max |C−R| ≤ 10 × tolerance × max |R|",

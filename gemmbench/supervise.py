@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from gemmbench import ROOT
+from gemmbench import ROOT, gpus
 
 log = logging.getLogger("gemmbench")
 
@@ -32,12 +32,15 @@ def _stderr_tail(path: Path, limit: int = 1500) -> str:
     return text[-limit:]
 
 
-def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> list[dict]:
-    """One row per point of `task`, in order. Each point (and the build) gets `timeout_s` before it is killed."""
+def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> tuple[list[dict], dict | None]:
+    """One row per point of `task`, in order, and the facts of the device the worker ran on (validate and bench
+    tasks; None if no worker got that far). Each point (and the build) gets `timeout_s` before it is killed."""
     count = len(task["points"])
     rows: dict[int, dict] = {}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    with tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+    device = None
+    with gpus.pinned(task["device"]) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+        env = {**os.environ, **pin,
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
         task_path.write_text(json.dumps(task))
         start = 0
@@ -65,7 +68,7 @@ def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> list[di
                     break
                 deadline = time.monotonic() + timeout_s
                 if event["event"] == "ready":
-                    ready = True
+                    ready, device = True, event.get("device") or device
                 elif event["event"] == "start":
                     current = event["index"]
                 elif event["event"] == "row":
@@ -79,4 +82,4 @@ def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> list[di
                 rows[i] = dict(failed)
                 log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"], failed["message"][:300])
             start = max(rows) + 1 if rows else count
-    return [rows[i] for i in range(count)]
+    return [rows[i] for i in range(count)], device

@@ -19,6 +19,18 @@ def _rows(paths) -> list[dict]:
     return [row for p in paths for row in json.loads(Path(p).read_text())["rows"]]
 
 
+def devices(paths, device_reason: str = "") -> list[dict]:
+    """One facts record per device (UUID) that ran a point, from the stage outputs that ran there; where several
+    jobs measured one device, the best copy bandwidth is its ceiling. A CPU fallback's reason goes with the CPU."""
+    by_uuid: dict[str, dict] = {}
+    for facts in (d for p in paths for d in json.loads(Path(p).read_text())["devices"]):
+        known = by_uuid.get(facts["gpu_uuid"])
+        if known is None or facts["copy_bandwidth_gbps"] > known["copy_bandwidth_gbps"]:
+            by_uuid[facts["gpu_uuid"]] = facts
+    return [{**d, "device_reason": device_reason if d["device"] == "cpu" else ""}
+            for _, d in sorted(by_uuid.items())]
+
+
 def check_columns(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """A table read back from disk (by tests, or a user) against the schema."""
     missing = [c for c in SCHEMA[name]["required"] if c not in frame.columns]
@@ -53,15 +65,19 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
     frame["pct_of_bandwidth"] = 100 * frame.gbps / pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
 
-    # % of cuBLAS: the cuBLAS row of the same device (UUID), shape and mode in this run.
-    keys = ["gpu_uuid", "mode", "m", "n", "k"]
-    cublas = frame[(frame.family == "cublas") & ok][keys + ["median_s"]].rename(columns={"median_s": "cublas_s"})
-    cublas = cublas.drop_duplicates(keys)
-    frame = frame.drop(columns=["pct_of_cublas"]).merge(cublas, on=keys, how="left")
+    # % of cuBLAS: the cuBLAS row of this run with the same shape and mode on the same GPU model (a sweep split
+    # over several GPUs of one model compares across them, as they agree within noise); CPU rows against the
+    # cuBLAS of their own host.
+    shape = ["mode", "m", "n", "k"]
+    cublas = frame[(frame.family == "cublas") & ok]
+    frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
+    references = [cublas.assign(peer=cublas[by])[["peer", *shape, "median_s"]] for by in ("gpu", "host")]
+    references = pd.concat(references).drop_duplicates(["peer", *shape]).rename(columns={"median_s": "cublas_s"})
+    frame = frame.drop(columns=["pct_of_cublas"]).merge(references, on=["peer", *shape], how="left")
     frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
     frame["throttled"] = frame.throttled.astype("boolean")
     frame["converged"] = frame.converged.astype("boolean")
-    frame = frame.drop(columns=["cublas_s"]).sort_values(["gpu", "family", "variant", "mode", "m", "n", "k"])
+    frame = frame.drop(columns=["peer", "cublas_s"]).sort_values(["gpu", "family", "variant", "mode", "m", "n", "k"])
     return frame.reset_index(drop=True)
 
 
@@ -74,12 +90,13 @@ def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
     return _frame(records, "samples")
 
 
-def aggregate(*, device_paths, build_paths, validation_paths, bench_paths, outdir) -> dict[str, pd.DataFrame]:
+def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
+              device_reason: str = "") -> dict[str, pd.DataFrame]:
     """Write results/tables/{summary,samples,validation,builds}.{csv,parquet} and devices.json."""
-    devices = [json.loads(Path(p).read_text()) for p in device_paths]
+    facts = devices([*validation_paths, *bench_paths], device_reason)
     bench_rows = _rows(bench_paths)
     tables = {
-        "summary": summary_table(bench_rows, devices),
+        "summary": summary_table(bench_rows, facts),
         "samples": samples_table(bench_rows),
         "validation": _frame(_rows(validation_paths), "validation"),
         "builds": _frame([json.loads(Path(p).read_text()) for p in build_paths], "builds"),
@@ -89,5 +106,5 @@ def aggregate(*, device_paths, build_paths, validation_paths, bench_paths, outdi
     for name, frame in tables.items():
         frame.to_csv(outdir / f"{name}.csv", index=False)
         frame.to_parquet(outdir / f"{name}.parquet", index=False)
-    (outdir / "devices.json").write_text(json.dumps(devices, indent=1))
+    (outdir / "devices.json").write_text(json.dumps(facts, indent=1))
     return tables

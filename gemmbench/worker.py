@@ -1,7 +1,8 @@
 """Runs one task's points in a child process: `python -m gemmbench.worker TASK.json START`.
 
 It speaks a line protocol on its own channel (the original stdout; prints from kernels go to stderr):
-{"event": "ready"} after the build, {"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}.
+{"event": "ready", "device": {...}} after the build (for validate and bench, the facts of the device it runs on),
+{"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}.
 After a failure on a GPU it exits, because the CUDA context may be unusable; the supervisor starts a fresh one.
 """
 from __future__ import annotations
@@ -161,6 +162,8 @@ def main(task_path: str, start: int) -> int:
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
         builds = None if task["kind"] == "tune" else Builds(variant, task)
+        # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here.
+        facts = backend.facts() if task["kind"] in POINT_KINDS else None
     except Exception as exc:  # nothing can run: every remaining point carries the reason
         traceback.print_exc()
         row = failure_row(exc)
@@ -168,7 +171,7 @@ def main(task_path: str, start: int) -> int:
         for i in range(start, len(task["points"])):
             send(event="row", index=i, row=row)
         return 0
-    send(event="ready")
+    send(event="ready", device=facts)
     for i in range(start, len(task["points"])):
         send(event="start", index=i)
         try:

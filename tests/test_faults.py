@@ -12,12 +12,10 @@ def cfg(cpu_config):
 
 
 def run_stages(cfg, tmp_path, key, size=32):
-    stages.device_facts("cpu", "", tmp_path / "device.json")
     build = stages.build(cfg, key, "fp32", tmp_path / "cache", tmp_path / "build.json")
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json",
-                           tmp_path / "cache", tmp_path / "validate.json")
-    bench = stages.bench(cfg, key, "fp32", f"{size}x{size}x{size}", tmp_path / "device.json",
-                         tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "cache", tmp_path / "bench.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "cache", tmp_path / "validate.json")
+    bench = stages.bench(cfg, key, "fp32", f"{size}x{size}x{size}", tmp_path / "build.json", tmp_path / "validate.json",
+                         tmp_path / "cache", tmp_path / "bench.json")
     return build, {(r["m"], r["n"], r["k"]): r for r in rows}, bench
 
 

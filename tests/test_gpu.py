@@ -17,11 +17,10 @@ def cuda():
 def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
     cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "sizes": [256, 1024],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
-    stages.device_facts("cuda", "", tmp_path / "device.json")
     build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "c", tmp_path / "build.json")
     assert build["status"] == "ok" and build["cublas_version"] > 0
-    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "device.json", tmp_path / "build.json",
-                           tmp_path / "c", tmp_path / "validate.json")
+    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "c",
+                           tmp_path / "validate.json")
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
@@ -78,12 +77,10 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     cfg = config.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
                            "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17],
                                                                  [1000, 999, 1001], [4096, 96, 8192], [2048, 2048, 2048]]})
-    stages.device_facts("cuda", "", tmp_path / "device.json")
     tuned = tune.committed_path("nvidia-h200", variant, "fp32")
     build = stages.build(cfg, key, "fp32", tmp_path / "c", tmp_path / "build.json", tuned if tuned.exists() else None)
     assert build["status"] == "ok", build["message"]
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "device.json", tmp_path / "build.json", tmp_path / "c",
-                           tmp_path / "validate.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
     assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
     assert any(r["status"] == "ok" for r in rows)

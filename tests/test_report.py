@@ -34,13 +34,15 @@ H100 = {"device": "cuda", "device_reason": "", "gpu": "NVIDIA H100 80GB HBM3", "
         "peak_tflops": {"fp32": 66.9, "tf32": 535.2}, "copy_bandwidth_gbps": 3000.0,
         "versions": {"cupy": "14.2.0", "cublas": 130000, "numpy": "2.4.6", "python": "3.12.3"},
         "cpu": "AMD EPYC 9454", "host": "node1"}
+H200 = {**H100, "gpu": "NVIDIA H200", "gpu_uuid": "GPU-5678", "host": "node2", "sm_count": 132,
+        "memory_bytes": 141e9, "copy_bandwidth_gbps": 4200.0}
 CPU = {"device": "cpu", "device_reason": "no GPU found: ran the CPU families only", "gpu": "AMD EPYC 9454",
        "gpu_uuid": "node1", "peak_tflops": {"fp32": float("nan")}, "copy_bandwidth_gbps": None,
        "versions": {"numpy": "2.4.6", "python": "3.12.3"}, "cpu": "AMD EPYC 9454", "host": "node1"}
 
 
 def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: int, k: int) -> dict:
-    return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "device": device["device"],
+    return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "host": device["host"], "device": device["device"],
             "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k, "seed": 1234}
 
 
@@ -100,6 +102,16 @@ def _cuda_run() -> dict:
             "builds": _builds(variants)}
 
 
+def _two_gpu_run() -> dict:
+    """A sweep spread over an H100 node and an H200 node: one table, compared in one report."""
+    variants = [("cublas", "sgemm", 0.9), ("cupy", "tiled", 0.4)]
+    return {"devices": [H100, H200],
+            "summary": pd.concat([_summary(gpu, variants, [512, 1024], {}) for gpu in (H100, H200)], ignore_index=True),
+            "validation": pd.concat([_validation(gpu, variants, [512, 1024], {}) for gpu in (H100, H200)],
+                                    ignore_index=True),
+            "builds": _builds(variants)}
+
+
 def _cpu_run() -> dict:
     variants = [("cpu", "numpy", 0.5), ("cpu", "naive", 0.01)]
     sizes = [64, 128]
@@ -142,7 +154,8 @@ def _render(run: dict, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     return out_html, figures
 
 
-@pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run, _empty_run], ids=["cuda", "cpu", "empty"])
+@pytest.mark.parametrize("make_run", [_cuda_run, _two_gpu_run, _cpu_run, _empty_run],
+                         ids=["cuda", "two-gpus", "cpu", "empty"])
 def test_report_is_self_contained(make_run, tmp_path):
     run = make_run()
     for table in ("summary", "validation", "builds"):
@@ -166,6 +179,16 @@ def test_report_is_self_contained(make_run, tmp_path):
     assert set(downloads) == {"summary.csv", "samples.csv"}
     assert all(href.startswith("data:text/csv;base64,") for href in downloads.values())
     assert ("no GPU found" in html) == (run["devices"][0]["device"] == "cpu")
+
+
+def test_a_sweep_over_two_gpus_is_compared_in_one_report(tmp_path):
+    out_html, _ = _render(_two_gpu_run(), tmp_path)
+    html = out_html.read_text(encoding="utf-8")
+    summary = html.split('id="summary"')[1].split("</section>")[0]
+    for gpu in (H100, H200):
+        assert f"{gpu['gpu']} · fp32 · hot cache" in summary  # a best-per-family table per GPU
+        assert f"cupy/tiled fp32 · {gpu['gpu']}" in html  # validation rows name the GPU
+        assert gpu["gpu_uuid"] in html.split('id="environment"')[1]
 
 
 @pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run], ids=["cuda", "cpu"])

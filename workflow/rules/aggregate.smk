@@ -1,6 +1,5 @@
 rule aggregate:
     input:
-        devices=["results/device.json"],
         builds=planned("results/build/{family}/{variant}/{mode}.json"),
         validations=planned("results/validate/{family}/{variant}/{mode}.json"),
         benches=planned("results/bench/{family}/{variant}/{mode}/{shape}.json", with_shapes=True),
@@ -11,6 +10,8 @@ rule aggregate:
         builds="results/tables/builds.csv",
         parquet=expand("results/tables/{table}.parquet", table=["summary", "samples", "validation", "builds"]),
         devices="results/tables/devices.json",
+    params:
+        device_reason=DEVICE_REASON,
     log:
         "results/logs/aggregate.log",
     conda:

@@ -2,7 +2,6 @@ rule bench:
     input:
         build="results/build/{family}/{variant}/{mode}.json",
         validation="results/validate/{family}/{variant}/{mode}.json",
-        device="results/device.json",
     output:
         "results/bench/{family}/{variant}/{mode}/{shape}.json",
     params:

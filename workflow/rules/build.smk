@@ -1,19 +1,3 @@
-rule device_facts:
-    output:
-        "results/device.json",
-    params:
-        device=DEVICE,
-        reason=DEVICE_REASON,
-    resources:
-        gpu=1 if DEVICE == "cuda" else 0,
-    log:
-        "results/logs/device_facts.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/device_facts.py"
-
-
 rule build:
     input:
         source=variant_sources,

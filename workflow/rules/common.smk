@@ -27,6 +27,16 @@ except ConfigError as exc:
 
 
 onstart:
+    # On a cluster each job plans again on its node: what a host decides for itself (is there a GPU, which model)
+    # must be fixed in the config, or the nodes would plan other jobs than the submit host. (The executor is known
+    # from here on, not while the Snakefile is read.)
+    if not workflow.local_exec:
+        if config["device"] == "auto":
+            raise WorkflowError("device: auto is decided by each host that plans, on a cluster the submit host and "
+                                "every node: set device: cuda (or cpu)")
+        if not config["tune"]["gpu"] and any(plan.tuned(config, v) for v in VARIANTS.values()):
+            raise WorkflowError("on a cluster, tuned variants need tune.gpu: the GPU model they are tuned for, "
+                                "e.g. --config tune='{gpu: NVIDIA H200}'")
     # Only when jobs really run here (not in dry runs, not on a cluster submit host).
     if DEVICE == "cuda" and workflow.local_exec:
         try:
@@ -73,8 +83,15 @@ def gpus_needed(wildcards):
 
 
 def threads_needed(wildcards):
-    """CPU variants use every core, so nothing else runs beside them while they are measured."""
-    return workflow.cores if variant_of(wildcards).device == "cpu" else 1
+    """CPU variants use every core they may, so nothing else runs beside them while they are measured: here all of
+    --cores; on a cluster, where --cores counts the cores of every job at once, the profile's max-threads."""
+    if variant_of(wildcards).device != "cpu":
+        return 1
+    if workflow.local_exec:
+        return workflow.cores
+    if not workflow.resource_settings.max_threads:
+        raise WorkflowError("on a cluster, CPU variants take max-threads cores: set it in the profile")
+    return workflow.resource_settings.max_threads
 
 
 def planned(pattern, with_shapes=False):

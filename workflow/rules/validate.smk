@@ -1,7 +1,6 @@
 rule validate:
     input:
         build="results/build/{family}/{variant}/{mode}.json",
-        device="results/device.json",
     output:
         "results/validate/{family}/{variant}/{mode}.json",
     params:

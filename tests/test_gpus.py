@@ -1,0 +1,64 @@
+"""GPU pinning on a box with several GPUs, with fake devices: each job gets a GPU of its own, never a shared one."""
+import multiprocessing
+import time
+
+from gemmbench import gpus
+
+DEVICES = ["GPU-fake-0", "GPU-fake-1"]
+
+
+def _job(lock_dir, hold_s, results):
+    with gpus.claim(DEVICES, lock_dir, poll_s=0.02) as device:
+        start = time.monotonic()
+        time.sleep(hold_s)
+        results.put((device, start, time.monotonic()))
+
+
+def test_jobs_get_a_device_of_their_own_and_wait_when_all_are_taken(tmp_path):
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    jobs = [context.Process(target=_job, args=(tmp_path, 0.3, results)) for _ in range(6)]
+    for job in jobs:
+        job.start()
+    held = [results.get(timeout=30) for _ in jobs]
+    for job in jobs:
+        job.join(timeout=10)
+    assert {device for device, _, _ in held} == set(DEVICES)
+    for device in DEVICES:
+        spans = sorted((start, end) for d, start, end in held if d == device)
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), f"{device} shared"
+    # both devices were busy at once: the jobs ran side by side, not one after another
+    first = sorted(held, key=lambda h: h[1])
+    assert first[1][1] < first[0][2]
+
+
+def test_a_lock_is_released_when_its_holder_dies(tmp_path):
+    context = multiprocessing.get_context("fork")
+    holder = context.Process(target=_job, args=(tmp_path, 60, context.Queue()))
+    holder.start()
+    time.sleep(0.5)
+    holder.kill()
+    holder.join()
+    results = context.Queue()
+    after = context.Process(target=_job, args=(tmp_path, 0, results))
+    after.start()
+    try:
+        assert results.get(timeout=10)[0] == DEVICES[0]  # the first device is free again
+    finally:
+        after.kill()
+
+
+def test_pinning_sets_the_workers_gpu_and_respects_a_given_one(monkeypatch, tmp_path):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(gpus, "uuids", lambda: DEVICES)
+    monkeypatch.setattr(gpus, "LOCK_DIR", tmp_path)
+    with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
+        assert [first, second] == [{"CUDA_VISIBLE_DEVICES": d} for d in DEVICES]
+    with gpus.pinned("cpu") as env:
+        assert env == {}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # SLURM (or the user) chose: nothing to hand out
+    with gpus.pinned("cuda") as env:
+        assert env == {}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the user's choice of several: handed out among them
+    with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
+        assert [first, second] == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
