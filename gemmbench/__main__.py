@@ -2,6 +2,7 @@
 
   python -m gemmbench list
   python -m gemmbench run cublas/gemm --mode fp32 --size 4096 [--shape 1000x999x1001] [--cache cold]
+  python -m gemmbench run cpu/b2b_unfused_numpy-blas --shape 4096x64x128x64
   python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from gemmbench import config as gemmbench_config
-from gemmbench import logs, plan, stages
+from gemmbench import logs, plan, stages, workloads
 from gemmbench.config import ConfigError
 
 
@@ -26,13 +27,29 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     """Build, validate and time one point through the same stages (and watchdog) as the pipeline."""
-    shape = plan.Shape.parse(args.shape) if args.shape else plan.Shape(args.size, args.size, args.size)
-    family = args.variant.split("/")[0]
-    square = shape.m == shape.n == shape.k
-    overrides = {"families": [family], "variants": [args.variant], "modes": [args.mode], "max_size": {},
-                 "cache": args.cache, "sizes": [shape.m] if square else [1],  # a non-square shape is validated as awkward
-                 "validation_shapes": [] if square else [[shape.m, shape.n, shape.k]]}
-    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), **overrides})
+    from kernels import registry
+
+    cfg = gemmbench_config.load(args.config)
+    known = registry.load(cfg["variant_modules"])
+    if args.variant not in known:
+        raise ConfigError(f"unknown variant {args.variant!r}; `python -m gemmbench list` names them")
+    workload = known[args.variant].workload
+    if args.shape:
+        shape = plan.Shape.parse(args.shape, workload)
+    elif workload == "gemm":
+        shape = plan.Shape.of("gemm", (args.size,) * 3)
+    else:
+        raise ConfigError(f"{args.variant} computes {workload}: give its shape with --shape (m x k0 x n0 x n1)")
+    sizes = shape.sizes
+    overrides = {"workload": workload, "families": [args.variant.split("/")[0]], "variants": [args.variant],
+                 "modes": [args.mode], "max_size": {}, "cache": args.cache}
+    if workload == "b2b":  # the sweep is the one shape
+        overrides["b2b"] = {**{axis: [size] for axis, size in sizes.items()}, "validation_shapes": []}
+    else:
+        square = len(set(sizes.values())) == 1
+        overrides.update(sizes=[sizes["m"]] if square else [1],  # a non-square shape is validated as awkward
+                         validation_shapes=[] if square else [list(sizes.values())])
+    cfg = gemmbench_config.validate({**cfg, **overrides})
     device, reason = plan.resolve_device(cfg["device"])
     variants = {v.key: v for v in plan.variants(cfg, device)}
     if args.variant not in variants:
@@ -43,7 +60,7 @@ def cmd_run(args) -> int:
         stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "build.d", tmp / "validate.json")
         row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "build.json", tmp / "validate.json",
                            tmp / "build.d", tmp / "bench.json")
-    flops = 2 * shape.m * shape.n * shape.k
+    flops = workloads.get(workload).flops(sizes)
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
         print(f"  device median {row['median_s'] * 1e3:.4f} ms  ({flops / row['median_s'] / 1e12:.2f} TFLOP/s), "
@@ -87,7 +104,7 @@ def main(argv=None) -> int:
     run.add_argument("variant", help="family/name, e.g. cublas/gemm (see `list`)")
     run.add_argument("--mode", default="fp32", choices=["fp32", "tf32"])
     run.add_argument("--size", type=int, default=1024)
-    run.add_argument("--shape", help="MxNxK instead of a square --size")
+    run.add_argument("--shape", help="MxNxK instead of a square --size (b2b variants: MxK0xN0xN1)")
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])
     run.set_defaults(func=cmd_run)
     compare = sub.add_parser("compare", help="per-point agreement of two summary.csv files")

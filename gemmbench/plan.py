@@ -1,10 +1,12 @@
 """The experiment plan: which (variant, mode, shape) points exist, derived from a validated config."""
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 
 from kernels import registry
+from gemmbench import workloads
 from gemmbench.config import ConfigError
 
 log = logging.getLogger("gemmbench")
@@ -12,19 +14,30 @@ log = logging.getLogger("gemmbench")
 
 @dataclass(frozen=True)
 class Shape:
-    m: int
-    n: int
-    k: int
+    """One point's sizes along its workload's axes (gemm: m, n, k; b2b: m, k0, n0, n1)."""
+
+    dims: tuple[tuple[str, int], ...]  # (axis, size) in the workload's order
     kind: str = "sweep"  # "sweep" (validated and benchmarked) or "awkward" (validated only)
+    workload: str = "gemm"
+
+    @classmethod
+    def of(cls, workload: str, sizes, kind: str = "sweep") -> "Shape":
+        axes = workloads.get(workload).axes
+        if len(sizes) != len(axes):
+            raise ConfigError(f"a {workload} shape has {len(axes)} sizes ({', '.join(axes)}), not {list(sizes)}")
+        return cls(tuple(zip(axes, (int(x) for x in sizes))), kind, workload)
+
+    @classmethod
+    def parse(cls, label: str, workload: str = "gemm", kind: str = "sweep") -> "Shape":
+        return cls.of(workload, workloads.get(workload).parse(label).values(), kind)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.dims)
 
     @property
     def label(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
-
-    @classmethod
-    def parse(cls, label: str, kind: str = "sweep") -> "Shape":
-        m, n, k = (int(x) for x in label.split("x"))
-        return cls(m, n, k, kind)
+        return "x".join(str(size) for _, size in self.dims)
 
 
 def gpu_count() -> int:
@@ -53,14 +66,20 @@ def require_gpu(gpus: int | None = None) -> None:
 
 
 def sweep_shapes(config: dict) -> list[Shape]:
-    return [Shape(n, n, n) for n in config["sizes"]]
+    """gemm: the square sizes; b2b: every combination of its axes' sizes."""
+    if config["workload"] == "b2b":
+        axes = config["b2b"]
+        return [Shape.of("b2b", sizes) for sizes in itertools.product(*(axes[a] for a in workloads.get("b2b").axes))]
+    return [Shape.of("gemm", (n, n, n)) for n in config["sizes"]]
 
 
 def validation_shapes(config: dict) -> list[Shape]:
-    awkward = [Shape(m, n, k, "awkward") for m, n, k in config["validation_shapes"]]
+    workload = config["workload"]
+    listed = config["b2b"]["validation_shapes"] if workload == "b2b" else config["validation_shapes"]
     sweep = sweep_shapes(config)
-    in_sweep = {(s.m, s.n, s.k) for s in sweep}
-    return sweep + [s for s in awkward if (s.m, s.n, s.k) not in in_sweep]
+    in_sweep = {s.dims for s in sweep}
+    awkward = [Shape.of(workload, sizes, "awkward") for sizes in listed]
+    return sweep + [s for s in awkward if s.dims not in in_sweep]
 
 
 def variants(config: dict, device: str) -> list[registry.Variant]:
@@ -69,11 +88,15 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     unknown = [key for key in config["variants"] if key not in known]
     if unknown:
         raise ConfigError(f"variants: unknown {unknown}; registered variants are {sorted(known)}")
-    chosen = [v for v in known.values()
-              if v.family in config["families"] and (not config["variants"] or v.key in config["variants"])]
+    elsewhere = [key for key in config["variants"] if known[key].workload != config["workload"]]
+    if elsewhere:
+        raise ConfigError(f"variants: {elsewhere} compute another workload than workload: {config['workload']}")
+    chosen = [v for v in known.values() if v.workload == config["workload"] and v.family in config["families"]
+              and (not config["variants"] or v.key in config["variants"])]
     for family in config["families"]:
         if not any(v.family == family for v in chosen):
-            log.warning("family %r has no registered variant (selected by the config): nothing to run for it", family)
+            log.warning("family %r has no registered %s variant (selected by the config): nothing to run for it",
+                        family, config["workload"])
     dropped = sorted({v.family for v in chosen if v.device != "cpu"}) if device == "cpu" else []
     if dropped:
         log.warning("device cpu: the GPU families %s are not run", dropped)
@@ -120,6 +143,6 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
     """Why this point is not run at all (declared by the variant or capped by the config), or None."""
     name = variant.key if variant.key in config["max_size"] else variant.family
     cap = config["max_size"].get(name)
-    if cap and max(shape.m, shape.n, shape.k) > cap:
+    if cap and max(shape.sizes.values()) > cap:
         return f"above the configured size cap for {name} (max_size {cap})"
-    return variant.unsupported(shape.m, shape.n, shape.k, params(config, variant))
+    return variant.unsupported(*shape.sizes.values(), params(config, variant))

@@ -14,26 +14,29 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from gemmbench import workloads
+
 MODE_ORDER = ["fp32", "tf32"]
 LINES = dict(kind="line", marker="o")
 
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
-             outdir: Path) -> dict[str, Path]:
-    """Write every figure into `outdir`; return {figure name: PNG path}."""
+             outdir: Path, names=workloads.get("gemm").figures) -> dict[str, Path]:
+    """Write the named figures into `outdir`; return {figure name: PNG path}."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     ok = _with_labels(summary[summary["status"] == "ok"].dropna(subset=["tflops"])
                       if not summary.empty else summary)
     checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
     figures = {
-        "tflops_vs_size": _tflops_vs_size(ok),
-        "pct_of_cublas": _pct_of_cublas(ok),
-        "ladder": _ladder(ok),
-        "roofline": _roofline(ok, devices),
-        "validation_error": _validation_error(checked),
+        "tflops_vs_size": lambda: _tflops_vs_size(ok),
+        "pct_of_cublas": lambda: _pct_of_cublas(ok),
+        "ladder": lambda: _ladder(ok),
+        "roofline": lambda: _roofline(ok, devices),
+        "validation_error": lambda: _validation_error(checked),
+        "b2b_speedup": lambda: _b2b_speedup(ok),
     }
-    return {name: _save(fig, outdir / name) for name, fig in figures.items()}
+    return {name: _save(figures[name](), outdir / name) for name in names}
 
 
 def several_models(df: pd.DataFrame) -> pd.Series:
@@ -49,8 +52,9 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     series = series.where(~several_models(df), series + " · " + df["gpu"].astype(str))
     if "cache" in df and df["cache"].nunique() > 1:
         series = series + " · " + df["cache"].astype(str)
-    # the cube root equals n for square shapes and places awkward shapes by their volume
-    size = np.cbrt((df["m"] * df["n"] * df["k"]).astype(float))
+    # gemm: the cube root equals n for square shapes and places awkward shapes by their volume; b2b: m
+    size = np.where(df["workload"] == "b2b", df["m"].astype(float),
+                    np.cbrt((df["m"] * df["n"] * df["k"]).astype(float)))
     return df.assign(series=series, size=size)
 
 
@@ -81,7 +85,7 @@ def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) ->
                        col="mode", col_order=_modes(df),
                        height=3.6, aspect=1.25, facet_kws=dict(sharey=False), **kwargs)
     grid.set_titles("{col_name}")
-    grid.set_axis_labels("size (n, or (m·n·k)^⅓)", ylabel)
+    grid.set_axis_labels("size (gemm: n, or (m·n·k)^⅓; b2b: m)", ylabel)
     for ax in grid.axes.flat:
         _log2_size_axis(ax, df["size"])
     grid.figure.suptitle(title, y=1.03)
@@ -111,7 +115,7 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
     """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
     if ok.empty:
         return ok
-    ok = ok[ok["family"] != "cublas"].dropna(subset=["pct_of_cublas"])
+    ok = ok[(ok["family"] != "cublas") & (ok["workload"] == "gemm")].dropna(subset=["pct_of_cublas"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]
 
@@ -131,6 +135,34 @@ def _ladder(ok: pd.DataFrame) -> plt.Figure:
         ax.axhline(100, color="black", linestyle="--", linewidth=1)
         ax.tick_params(axis="x", labelrotation=30)
     grid.figure.suptitle("What each rung buys: % of cuBLAS per variant and size", y=1.03)
+    return grid.figure
+
+
+def b2b_rows(ok: pd.DataFrame) -> pd.DataFrame:
+    """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
+    if ok.empty:
+        return ok
+    return ok[(ok["workload"] == "b2b") & (ok["family"] != "cublas")].dropna(subset=["speedup_vs_cublas"])
+
+
+def _b2b_speedup(ok: pd.DataFrame) -> plt.Figure:
+    rows = b2b_rows(ok)
+    if rows.empty:
+        return _placeholder("b2b: fused vs two cuBLAS calls", "no b2b point with a cuBLAS baseline in this run")
+    rows = rows.assign(n0_n1=rows["n0"].astype(str) + "×" + rows["n1"].astype(str),
+                       k0=rows["k0"].astype(int)).sort_values(["m", "n0", "n1"])
+    grid = sns.relplot(data=rows, x="m", y="speedup_vs_cublas", hue="n0_n1", style="series",
+                       col="k0", row="mode", row_order=_modes(rows), kind="line", marker="o",
+                       height=3.2, aspect=1.15, facet_kws=dict(sharey=True))
+    grid.set_titles("{row_name} · k0 = {col_name}")
+    grid.set_axis_labels("m (rows of A0 and D)", "speedup over two cuBLAS calls")
+    for ax in grid.axes.flat:
+        _log2_size_axis(ax, rows["m"].astype(float))
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
+        ax.axhline(1.5, color="tab:green", linestyle=":", linewidth=1)
+    grid.legend.set_title("n0×n1 · variant")
+    grid.figure.suptitle("Where fusion pays: D = (A0·B0)·B1, time of two cuBLAS calls / the variant's time "
+                         "(above 1: faster)", y=1.03)
     return grid.figure
 
 

@@ -9,12 +9,15 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from gemmbench import workloads
+from gemmbench.workloads import SHAPE_COLUMNS
+
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 # Reading order of the figures; their captions are the ones `snakemake --report` shows (workflow/report/*.rst).
 FIGURE_ORDER = ["ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
-NON_OK_COLUMNS = ["gpu", "family", "variant", "mode", "m", "n", "k", "cache", "status", "message"]
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas"]
+NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "speedup_vs_cublas", "speedup_vs_unfused_best"]
 
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
@@ -30,6 +33,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                   if d.get("device") == "cpu" and d.get("device_reason")],
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
+        b2b_tables=_b2b_tables(summary),
         figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
                  for name in sorted(figures, key=_figure_order)],
         validation=_validation_matrix(validation),
@@ -77,7 +81,7 @@ def _format(value) -> str:
 
 
 def _shape(row) -> str:
-    return f"{row.m}×{row.n}×{row.k}"
+    return "×".join(str(getattr(row, axis)) for axis in workloads.get(row.workload).axes)
 
 
 def _table(df: pd.DataFrame) -> dict:
@@ -102,7 +106,7 @@ def _flagged(value) -> bool:
 
 def _best_per_family(summary: pd.DataFrame) -> list[dict]:
     """Per (gpu, mode, cache): rows = shapes, one cell per family with its fastest variant."""
-    ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
     if ok.empty:
         return []
     best = ok.loc[ok.groupby(["gpu", "mode", "cache", "family", "m", "n", "k"])["tflops"].idxmax()]
@@ -138,6 +142,22 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
     return tables
 
 
+def _b2b_tables(summary: pd.DataFrame) -> list[dict]:
+    """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls."""
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "b2b")]
+    tables = []
+    for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
+        variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (not v.startswith("cublas"), v))
+        rows = {}
+        for r in group.sort_values(["m", "k0", "n0", "n1"]).itertuples():
+            speedup = "" if pd.isna(r.speedup_vs_cublas) else f"{r.speedup_vs_cublas:.2f}×"
+            rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
+                "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
+        tables.append({"title": f"{gpu} · {mode} · {cache} cache", "variants": list(dict.fromkeys(variants)),
+                       "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()]})
+    return tables
+
+
 def _validation_matrix(validation: pd.DataFrame) -> dict:
     """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
     from gemmbench.plots import several_models
@@ -145,7 +165,7 @@ def _validation_matrix(validation: pd.DataFrame) -> dict:
     if validation.empty:
         return {"columns": [], "rows": [], "problems": []}
     validation = validation.assign(named=several_models(validation))
-    ordered = validation.sort_values(["shape_kind", "m", "n", "k"], key=lambda c: c.map(
+    ordered = validation.sort_values(["shape_kind", *SHAPE_COLUMNS], key=lambda c: c.map(
         {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
     columns = list(dict.fromkeys((_shape(r), r.shape_kind) for r in ordered.itertuples()))
     rows, problems = {}, []

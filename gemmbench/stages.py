@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from gemmbench import backend as backends
-from gemmbench import plan, tune as tuning
+from gemmbench import plan, tune as tuning, workloads
 from gemmbench.supervise import run_task
 from kernels import registry
 
@@ -43,10 +43,10 @@ def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_d
 
 def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
     # gpu, gpu_uuid and host name the device the point ran on (set once a worker reports it; none if it never ran)
-    return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device,
+    return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device, "workload": variant.workload,
             "family": variant.family, "variant": variant.name, "mode": mode,
-            "m": shape.m, "n": shape.n, "k": shape.k, "shape_kind": shape.kind, "cache": config["cache"],
-            "seed": backends.seed_for(config["seed"], shape.m, shape.n, shape.k)}
+            **shape.sizes, "shape_kind": shape.kind, "cache": config["cache"],
+            "seed": backends.seed_for(config["seed"], *shape.sizes.values())}
 
 
 def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
@@ -110,7 +110,7 @@ def _run_points(kind, config, variant, mode, cache_dir, shapes, blocked, classes
     """Rows for `shapes`, and the facts of the device they ran on (none if no point ran). A point the plan skips
     (size cap, shape the variant declares unsupported) or that `blocked(shape)` stops with a (status, message)
     gets that row; the others run in a supervised worker."""
-    rows, todo, devices = [], [], []
+    rows, todo, labels, devices = [], [], [], []
     for shape in shapes:
         row = _base_row(config, variant, mode, shape)
         skip = plan.skip_reason(config, variant, shape)
@@ -119,10 +119,11 @@ def _run_points(kind, config, variant, mode, cache_dir, shapes, blocked, classes
             row.update(zip(("status", "message"), outcome))
         else:
             todo.append(row)
+            labels.append(shape.label)
         rows.append(row)
     if todo:
         task = _task(kind, config, variant, mode, cache_dir, todo, classes)
-        describe = lambda i: f"{kind} {variant.key} {mode} {todo[i]['m']}x{todo[i]['n']}x{todo[i]['k']}"  # noqa: E731
+        describe = lambda i: f"{kind} {variant.key} {mode} {labels[i]}"  # noqa: E731
         results, device = run_task(task, config["timing"]["point_timeout_s"], describe)
         where = {k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}
         for row, result in zip(todo, results):
@@ -149,9 +150,8 @@ def validate(config: dict, key: str, mode: str, build_path, cache_dir, out) -> l
 def bench(config: dict, key: str, mode: str, shape_label: str, build_path, validation_path, cache_dir, out) -> dict:
     """One point, timed only if it passed validation at this shape."""
     variant, built = _variant(config, key), read_json(build_path)
-    shape = plan.Shape.parse(shape_label)
-    checked = {(r["m"], r["n"], r["k"]): r for r in read_json(validation_path)["rows"]}
-    check = checked.get((shape.m, shape.n, shape.k))
+    shape = plan.Shape.parse(shape_label, variant.workload)
+    check = next((r for r in read_json(validation_path)["rows"] if all(r.get(a) == v for a, v in shape.dims)), None)
 
     def blocked(shape):
         if check is None:
@@ -176,17 +176,18 @@ def _tables(tables_dir) -> dict:
     return {**frames, "devices": read_json(tables_dir / "devices.json")}
 
 
-def plot(tables_dir, figures_dir) -> dict:
+def plot(config: dict, tables_dir, figures_dir) -> dict:
     from gemmbench.plots import plot_all
 
     t = _tables(tables_dir)
-    return plot_all(t["summary"], t["validation"], t["devices"], Path(figures_dir))
+    return plot_all(t["summary"], t["validation"], t["devices"], Path(figures_dir),
+                    workloads.get(config["workload"]).figures)
 
 
 def methodology(config: dict) -> dict:
     timing = config["timing"]
     return {
-        "FLOPs": "2·m·n·k per product; minimum bytes = 4 · (mk + kn + mn) (float32 storage in every mode)",
+        "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage in every mode)",
         "Device time": "CUDA events around one launch queued behind a spinning kernel (as nvbench does), "
                        "so the host's launch overhead is excluded; CPU variants: wall time per call",
         "Host time": "wall time of one call including launch and synchronisation, recorded beside it",
@@ -200,8 +201,8 @@ def methodology(config: dict) -> dict:
                   "a point with power/thermal slowdown or a clock drop over 5% is flagged as throttled",
         "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores)",
         "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
-                       "(CPU variants: the cuBLAS of their host)",
-        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, m, n, k); output poisoned with NaN; "
+                       "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
+        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN; "
                       f"fp64 reference (on the GPU for GPU variants); pass if every output is written, "
                       f"‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and max |C−R| ≤ 10 × tolerance × max |R|",
         "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",

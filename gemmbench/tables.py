@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gemmbench import ROOT
+from gemmbench import ROOT, workloads
+from gemmbench.workloads import SHAPE_COLUMNS
+from kernels.b2b import UNFUSED_PREFIX
 
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
-ELEMENT_BYTES = 4  # float32 storage in every mode
 SAMPLE_COLUMNS = ("sample_device_s", "sample_host_s")
 
 
@@ -40,18 +41,28 @@ def check_columns(name: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _frame(rows: list[dict], name: str) -> pd.DataFrame:
-    """The rows as a table with every column the schema requires (empty where no row has it)."""
+    """The rows as a table with every column the schema requires (empty where no row has it); shape columns are
+    integers, empty on the rows of a workload without that axis."""
     frame = pd.DataFrame(rows)
     for column in SCHEMA[name]["required"]:
         if column not in frame.columns:
             frame[column] = np.nan
-    return frame
+    return frame.astype({c: "Int64" for c in SHAPE_COLUMNS if c in frame.columns})
+
+
+def _per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
+    """A workload's formula (flops, min_bytes) evaluated on the rows of that workload."""
+    values = pd.Series(np.nan, index=frame.index)
+    for name, rows in frame.groupby("workload"):
+        sizes = {axis: rows[axis].astype(float) for axis in workloads.get(name).axes}
+        values[rows.index] = getattr(workloads.get(name), quantity)(sizes)
+    return values
 
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame = _frame([{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS} for r in bench_rows], "summary")
-    frame["flops"] = 2.0 * frame.m * frame.n * frame.k
-    frame["min_bytes"] = ELEMENT_BYTES * (frame.m * frame.k + frame.k * frame.n + frame.m * frame.n)
+    frame["flops"] = _per_workload(frame, "flops")
+    frame["min_bytes"] = _per_workload(frame, "min_bytes")
     ok = frame.status == "ok"
     frame["tflops"] = (frame.flops / frame.median_s / 1e12).where(ok)
     frame["gbps"] = (frame.min_bytes / frame.median_s / 1e9).where(ok)
@@ -65,26 +76,40 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
     frame["pct_of_bandwidth"] = 100 * frame.gbps / pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
 
-    # % of cuBLAS: the cuBLAS row of this run with the same shape and mode on the same GPU model (a sweep split
-    # over several GPUs of one model compares across them, as they agree within noise); CPU rows against the
-    # cuBLAS of their own host.
-    shape = ["mode", "m", "n", "k"]
-    cublas = frame[(frame.family == "cublas") & ok]
+    # % of cuBLAS: the cuBLAS row of this run with the same workload, shape and mode on the same GPU model (a sweep
+    # split over several GPUs of one model compares across them, as they agree within noise); CPU rows against the
+    # cuBLAS of their own host. b2b: the speedups over two cuBLAS calls and over the fastest unfused variant.
+    shape = ["workload", "mode", *SHAPE_COLUMNS]
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
-    references = [cublas.assign(peer=cublas[by])[["peer", *shape, "median_s"]] for by in ("gpu", "host")]
-    references = pd.concat(references).drop_duplicates(["peer", *shape]).rename(columns={"median_s": "cublas_s"})
-    frame = frame.drop(columns=["pct_of_cublas"]).merge(references, on=["peer", *shape], how="left")
+    frame = frame.drop(columns=["pct_of_cublas"])
+    cublas = frame[(frame.family == "cublas") & ok].assign(reference_s=lambda f: f.median_s)
+    frame = _merge_reference(frame, cublas, shape).rename(columns={"reference_s": "cublas_s"})
+    unfused = frame[frame.variant.str.startswith(UNFUSED_PREFIX) & (frame.status == "ok")]
+    unfused = unfused.assign(reference_s=unfused.median_s).sort_values("reference_s")
+    frame = _merge_reference(frame, unfused, shape).rename(columns={"reference_s": "unfused_best_s"})
+    ok = frame.status == "ok"
     frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
+    b2b = frame.workload == "b2b"
+    frame["speedup_vs_cublas"] = (frame.cublas_s / frame.median_s).where(ok & b2b)
+    frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & b2b)
     frame["throttled"] = frame.throttled.astype("boolean")
     frame["converged"] = frame.converged.astype("boolean")
-    frame = frame.drop(columns=["peer", "cublas_s"]).sort_values(["gpu", "family", "variant", "mode", "m", "n", "k"])
-    return frame.reset_index(drop=True)
+    frame = frame.drop(columns=["peer", "cublas_s", "unfused_best_s"])
+    return frame.sort_values(["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]).reset_index(drop=True)
+
+
+def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
+    """Each row gets `reference_s`: the first reference row with its shape and mode, on its GPU model (or, for CPU
+    rows, its host)."""
+    references = [reference.assign(peer=reference[by])[["peer", *shape, "reference_s"]] for by in ("gpu", "host")]
+    references = pd.concat(references).drop_duplicates(["peer", *shape])
+    return frame.merge(references, on=["peer", *shape], how="left")
 
 
 def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
     records = []
     for row in bench_rows:
-        ident = {k: row[k] for k in ("gpu", "gpu_uuid", "family", "variant", "mode", "m", "n", "k")}
+        ident = {k: row.get(k) for k in ("gpu", "gpu_uuid", "workload", "family", "variant", "mode", *SHAPE_COLUMNS)}
         for i, (device_s, host_s) in enumerate(zip(row.get("sample_device_s") or [], row.get("sample_host_s") or [])):
             records.append({**ident, "sample": i, "device_s": device_s, "host_s": host_s})
     return _frame(records, "samples")

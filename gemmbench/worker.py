@@ -14,7 +14,7 @@ import time
 import traceback
 
 from gemmbench import backend as backends
-from gemmbench import checking, timing, tune
+from gemmbench import checking, timing, tune, workloads
 from kernels import registry
 
 FATAL_EXIT = 3
@@ -88,24 +88,29 @@ def build_row(variant, task, backend) -> dict:
     return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.get("classes") else ""), **facts}
 
 
+def _problem(variant, backend, point) -> tuple[list, object, object]:
+    """Fresh inputs for the point's shape (from its seed), a NaN-poisoned output, and the workload's definition."""
+    workload = workloads.get(variant.workload)
+    sizes = {axis: point[axis] for axis in workload.axes}
+    return (backend.inputs(workload.operands(sizes), point["seed"]), backend.poisoned_output(workload.output(sizes)),
+            workload)
+
+
 def validate_row(variant, chosen, backend, task, point) -> dict:
     params, built = chosen
-    m, n, k = point["m"], point["n"], point["k"]
-    a, b = backend.inputs(m, n, k, point["seed"])
-    c = backend.poisoned_output(m, n)
-    variant.run(built.artifact, a, b, c)
+    operands, out, workload = _problem(variant, backend, point)
+    variant.run(built.artifact, *operands, out)
     backend.synchronize()
-    errors = backend.errors(a, b, c)
-    status, message = checking.verdict(errors, task["tolerance"], m * n)
+    reference = workload.reference(backend.xp, [x.astype(backend.xp.float64) for x in operands])
+    errors = backend.errors(reference, out)
+    status, message = checking.verdict(errors, task["tolerance"], out.size)
     return {"status": status, "message": message, "tolerance": task["tolerance"], "params": json.dumps(params), **errors}
 
 
 def bench_row(variant, chosen, backend, task, point) -> dict:
     params, built = chosen
-    m, n, k = point["m"], point["n"], point["k"]
-    a, b = backend.inputs(m, n, k, point["seed"])
-    c = backend.poisoned_output(m, n)
-    run = lambda: variant.run(built.artifact, a, b, c)  # noqa: E731
+    operands, out, _ = _problem(variant, backend, point)
+    run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
     timing.warm_up(backend, run, task["timing"]["warmup_runs"], task["timing"]["warmup_s"])
     before = backend.telemetry()
     sampler = timing.sample(backend, run, task["timing"], task["cache"])
@@ -142,7 +147,7 @@ def tune_row(variant, backend, task, point) -> dict:
         return {**row, "status": checked["status"], "message": checked["message"]}
     timed = bench_row(variant, (params, built), backend, task, point)
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
-            "tflops": 2 * point["m"] * point["n"] * point["k"] / timed["median_s"] / 1e12,
+            "tflops": workloads.get(variant.workload).flops(point) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 
 

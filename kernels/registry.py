@@ -1,7 +1,8 @@
 """The one Variant interface and the registry of every variant.
 
-A variant is one way of computing C = A @ B (row-major, float32 storage). The harness owns
-allocation, input generation, timing and checking; a variant only builds and runs.
+A variant is one way of computing a workload (row-major, float32 storage): gemm, C = A @ B, or b2b,
+D = (A0 @ B0) @ B1 (gemmbench/workloads.py). The harness owns allocation, input generation, timing and checking;
+a variant only builds and runs.
 Importing this module is cheap: families import their heavy libraries inside `build`.
 """
 from __future__ import annotations
@@ -27,8 +28,8 @@ class Variant:
     """One registered implementation.
 
     build(mode, params, cache_dir) -> Built     compile/prepare (cache_dir may hold artifacts)
-    run(artifact, a, b, c) -> None              compute c = a @ b on the current stream, no sync
-    unsupported(m, n, k, params) -> str | None  why a shape cannot run, or None
+    run(artifact, *operands, out) -> None       compute out on the current stream, no sync (gemm: a, b, c)
+    unsupported(*sizes, params) -> str | None   why a shape (its workload's axes in order) cannot run, or None
     space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)
     check_params(params) -> str | None          why a parameter set cannot compile or run (the tuner skips it)
     source_files                                files whose edits must rebuild the variant (default: build's module)
@@ -39,13 +40,14 @@ class Variant:
     device: str  # "cuda" or "cpu"
     modes: tuple[str, ...]
     build: Callable[[str, Mapping, Any], Built]
-    run: Callable[[Any, Any, Any, Any], None]
+    run: Callable[..., None]
     params: Mapping[str, Any] = field(default_factory=dict)
-    unsupported: Callable[[int, int, int, Mapping], str | None] = lambda m, n, k, params: None
+    unsupported: Callable[..., str | None] = lambda *sizes_and_params: None
     space: Mapping[str, tuple] = field(default_factory=dict)
     check_params: Callable[[Mapping], str | None] = lambda params: None
     source_files: tuple[str, ...] = ()
     description: str = ""
+    workload: str = "gemm"
 
     @property
     def key(self) -> str:
@@ -54,17 +56,25 @@ class Variant:
 
 _REGISTRY: dict[str, Variant] = {}
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
-                   "kernels.cpu.numba_tiled")
+                   "kernels.cpu.numba_tiled", "kernels.b2b.unfused", "kernels.b2b.fused")
+WORKLOADS = ("gemm", "b2b")
 
 
 def register(variant: Variant) -> Variant:
     if variant.family not in FAMILIES:
         raise ValueError(f"variant {variant.name!r}: unknown family {variant.family!r} (one of {FAMILIES})")
+    if variant.workload not in WORKLOADS:
+        raise ValueError(f"variant {variant.key}: unknown workload {variant.workload!r} (one of {WORKLOADS})")
     unknown = set(variant.modes) - set(MODES)
     if unknown:
         raise ValueError(f"variant {variant.key}: unknown modes {sorted(unknown)} (one of {MODES})")
     _REGISTRY[variant.key] = variant
     return variant
+
+
+def registered(key: str) -> Variant:
+    """A variant registered already (by a module imported before the caller), e.g. to compose another from it."""
+    return _REGISTRY[key]
 
 
 def load(extra_modules: tuple[str, ...] | list[str] = ()) -> dict[str, Variant]:

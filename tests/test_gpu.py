@@ -8,6 +8,11 @@ from kernels import registry
 pytestmark = pytest.mark.gpu
 
 
+def reference(a, b):
+    """The fp64 product the harness checks a gemm against."""
+    return a.astype("float64") @ b.astype("float64")
+
+
 @pytest.fixture(scope="module")
 def cuda():
     return backends.create("cuda")
@@ -29,13 +34,13 @@ def test_tf32_is_really_tensor_core_tf32(cuda):
     """TF32 rounds inputs to 10 mantissa bits: its error must be clearly larger than FP32's."""
     from kernels import registry
     variant = registry.load()["cublas/gemm"]
-    a, b = cuda.inputs(512, 512, 2048, seed=1)
+    a, b = cuda.inputs([(512, 2048), (2048, 512)], seed=1)
     errors = {}
     for mode in ("fp32", "tf32"):
-        c = cuda.poisoned_output(512, 512)
+        c = cuda.poisoned_output((512, 512))
         variant.run(variant.build(mode, {}, None).artifact, a, b, c)
         cuda.synchronize()
-        errors[mode] = cuda.errors(a, b, c)["rel_error"]
+        errors[mode] = cuda.errors(reference(a, b), c)["rel_error"]
     assert errors["tf32"] > 20 * errors["fp32"], errors
 
 
@@ -60,13 +65,14 @@ def test_a_run_that_waits_on_the_device_is_refused_not_mistimed(cuda, monkeypatc
 
 
 def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
-    a, b = cuda.inputs(64, 64, 64, seed=2)
+    a, b = cuda.inputs([(64, 64), (64, 64)], seed=2)
     a @ b  # warm up: first use may load modules or allocate a workspace, which waits on the device
     cuda.flush_cache()
     assert cuda.device_time(lambda: a @ b) > 0
 
 
-LADDERS = sorted(k for k in registry.load() if k.split("/")[0] in ("cupy", "numba"))
+LADDERS = sorted(k for k, v in registry.load().items() if v.family in ("cupy", "numba") and v.workload == "gemm")
+B2B = sorted(k for k, v in registry.load().items() if v.workload == "b2b" and v.device == "cuda")
 
 
 @pytest.mark.parametrize("key", LADDERS)
@@ -84,6 +90,20 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
     assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
     assert any(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.parametrize("key", B2B)
+def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, key):
+    """Edges in every axis, widths below each compiled capacity, unaligned rows (4-byte copies), n0 = n1 = 256."""
+    variant = registry.load()[key]
+    cfg = config.validate({"device": "cuda", "workload": "b2b", "families": [variant.family], "variants": [key],
+                           "b2b": {"m": [4096], "k0": [64, 1000], "n0": [256], "n1": [64, 256]}})
+    for mode in variant.modes:
+        build = stages.build(cfg, key, mode, tmp_path / "c", tmp_path / "build.json")
+        assert build["status"] == "ok", build["message"]
+        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+        assert len(rows) == 4 + 7
+        assert all(r["status"] == "ok" for r in rows), [(r["m"], r["k0"], r["n0"], r["n1"], r["message"]) for r in rows]
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):

@@ -43,7 +43,8 @@ CPU = {"device": "cpu", "device_reason": "no GPU found: ran the CPU families onl
 
 def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: int, k: int) -> dict:
     return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "host": device["host"], "device": device["device"],
-            "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k, "seed": 1234}
+            "workload": "gemm", "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k,
+            "k0": None, "n0": None, "n1": None, "seed": 1234}
 
 
 def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
@@ -63,7 +64,8 @@ def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[i
                      "pct_of_peak": 100 * tflops / peak, "pct_of_bandwidth": 10.0,
                      "rel_error": 1e-7, "max_abs_error": 1e-5, "sm_clock_mhz": 1980.0,
                      "sm_clock_mhz_after": 1965.0, "temperature_c": 55.0, "power_w": 450.0,
-                     "throttled": False, "throttle_reasons": ""})
+                     "throttled": False, "throttle_reasons": "", "speedup_vs_cublas": None,
+                     "speedup_vs_unfused_best": None})
     summary = pd.DataFrame(rows)
     cublas = summary[summary["family"] == "cublas"].set_index(["mode", "n"])["median_s"]
     reference = pd.Series(list(zip(summary["mode"], summary["n"])), index=summary.index).map(cublas)

@@ -21,8 +21,8 @@ NODE1_CPU = _facts("cpu", "AMD EPYC", "node1", "node1", bandwidth=200.0)
 def _write_bench(path, facts, family, variant, n, median_s):
     """A bench job's output as stages.bench writes it: its row and the facts of the device it ran on."""
     row = {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "host": facts["host"], "device": facts["device"],
-           "family": family, "variant": variant, "mode": "fp32", "m": n, "n": n, "k": n, "shape_kind": "sweep",
-           "cache": "hot", "seed": 1, "status": "ok", "message": "", "median_s": median_s, "samples": 10,
+           "workload": "gemm", "family": family, "variant": variant, "mode": "fp32", "m": n, "n": n, "k": n,
+           "shape_kind": "sweep", "cache": "hot", "seed": 1, "status": "ok", "message": "", "median_s": median_s, "samples": 10,
            "sample_device_s": [median_s] * 2, "sample_host_s": [median_s] * 2}
     path.write_text(json.dumps({"rows": [row], "devices": [facts]}))
     return path
@@ -72,8 +72,8 @@ def test_devices_are_listed_once_each_with_their_best_bandwidth(sweep):
 
 def test_a_point_that_never_ran_names_no_device(tmp_path):
     row = {"gpu": None, "gpu_uuid": None, "host": None, "device": "cuda", "family": "cupy", "variant": "tiled",
-           "mode": "fp32", "m": 64, "n": 64, "k": 64, "shape_kind": "sweep", "cache": "hot", "seed": 1,
-           "status": "skipped", "message": "above the configured size cap"}
+           "workload": "gemm", "mode": "fp32", "m": 64, "n": 64, "k": 64, "shape_kind": "sweep", "cache": "hot",
+           "seed": 1, "status": "skipped", "message": "above the configured size cap"}
     (tmp_path / "b.json").write_text(json.dumps({"rows": [row], "devices": []}))
     result = tables.aggregate(build_paths=[], validation_paths=[], bench_paths=[tmp_path / "b.json"],
                               outdir=tmp_path / "tables")

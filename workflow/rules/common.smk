@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 # Script jobs inherit this search path from Snakemake, so they import gemmbench and kernels too.
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, logs, plan
+from gemmbench import config as gemmbench_config, logs, plan, workloads
 from gemmbench.config import ConfigError
 
 log = logs.setup()
@@ -56,7 +56,7 @@ wildcard_constraints:
     family="[a-z]+",
     variant="[A-Za-z0-9_.-]+",
     mode="fp32|tf32",
-    shape=r"\d+x\d+x\d+",
+    shape=r"\d+(x\d+){2,3}",
     gpu="[a-z0-9-]+",
 
 

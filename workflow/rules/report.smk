@@ -1,4 +1,4 @@
-FIGURES = ["ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
+FIGURES = list(workloads.get(config["workload"]).figures)
 
 
 rule plot:

@@ -1,0 +1,66 @@
+"""What is computed, apart from how: each workload names its shape axes, operands, fp64 reference and cost.
+
+gemm: C = A·B          (m, n, k):      A m×k, B k×n, C m×n
+b2b:  D = (A0·B0)·B1   (m, k0, n0, n1): A0 m×k0, B0 k0×n0, B1 n0×n1, D m×n1; the m×n0 intermediate A1 = A0·B0 is
+      not an operand: a fused variant never writes it, so the minimum traffic leaves it out.
+A variant declares its workload; it is run as run(artifact, *operands, out).
+Every array is float32 in storage; the formulas below work on ints and on pandas columns alike.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+ELEMENT_BYTES = 4
+SHAPE_COLUMNS = ("m", "n", "k", "k0", "n0", "n1")  # every workload's axes, as table columns
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    axes: tuple[str, ...]
+    operands: Callable[[dict], list[tuple]]  # shapes of the inputs, in run() order
+    output: Callable[[dict], tuple]
+    reference: Callable[[object, list], object]  # (xp, float64 operands) -> float64 result
+    flops: Callable[[dict], object]
+    formula: str  # FLOPs and minimum bytes in words, for the report's methodology
+    figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
+
+    def min_bytes(self, dims: dict):
+        return ELEMENT_BYTES * sum(math.prod(s) for s in [*self.operands(dims), self.output(dims)])
+
+    def label(self, dims: dict) -> str:
+        return "x".join(str(int(dims[a])) for a in self.axes)
+
+    def parse(self, label: str) -> dict:
+        values = [int(x) for x in label.split("x")]
+        if len(values) != len(self.axes):
+            raise ValueError(f"shape {label!r}: a {self.name} shape has {len(self.axes)} sizes "
+                             f"({'x'.join(self.axes)})")
+        return dict(zip(self.axes, values))
+
+
+WORKLOADS = {
+    "gemm": Workload(
+        "gemm", ("m", "n", "k"),
+        operands=lambda d: [(d["m"], d["k"]), (d["k"], d["n"])],
+        output=lambda d: (d["m"], d["n"]),
+        reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
+        flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
+        formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
+        figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error")),
+    "b2b": Workload(
+        "b2b", ("m", "k0", "n0", "n1"),
+        operands=lambda d: [(d["m"], d["k0"]), (d["k0"], d["n0"]), (d["n0"], d["n1"])],
+        output=lambda d: (d["m"], d["n1"]),
+        reference=lambda xp, ops: xp.matmul(xp.matmul(ops[0], ops[1]), ops[2]),
+        flops=lambda d: 2.0 * d["m"] * d["k0"] * d["n0"] + 2.0 * d["m"] * d["n0"] * d["n1"],
+        formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
+                "without the m×n0 intermediate",
+        figures=("b2b_speedup", "roofline", "validation_error")),
+}
+
+
+def get(name: str) -> Workload:
+    return WORKLOADS[name]

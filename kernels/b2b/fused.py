@@ -1,0 +1,107 @@
+"""Fused back-to-back GEMM in CuPy raw CUDA: D = (A0·B0)·B1 with the intermediate kept on chip.
+
+One CUDA file per rung (01_fused_simt.cu: FP32 FFMA, 02_fused_mma.cu: TF32 tensor cores) over one kernel body
+(fused.cuh). A block owns 64 rows of D and spans all of N0 and N1, so each kernel is instantiated for the
+capacities N0, N1 ≤ 64, 128, 256; wider shapes are declared unsupported. Every instantiation is compiled at build
+time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and a 4-byte one for the rest.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernels.registry import Built, Variant, register
+from kernels.tiles import cdiv
+
+HERE = Path(__file__).parent
+CAPACITIES = (64, 128, 256)  # compile-time widths of the A1 slice (N0) and of the D tile (N1)
+ROWS_PER_BLOCK, THREADS, BK, PAD, PAD_B = 64, 256, 32, 4, 8  # as in fused.cuh
+INT32_ELEMENTS = 2**31
+
+
+@dataclass(frozen=True)
+class Rung:
+    file: str
+    kernel: str
+    modes: tuple[str, ...]
+    description: str
+
+    @property
+    def name(self) -> str:
+        return "b2b_fused_" + self.kernel.rsplit("_", 1)[1]
+
+
+RUNGS = (
+    Rung("01_fused_simt.cu", "b2b_fused_simt", ("fp32",), "fused (A0·B0)·B1, FP32 FFMA register tiles; "
+         "the A1 slice stays in shared memory"),
+    Rung("02_fused_mma.cu", "b2b_fused_mma", ("tf32",), "fused (A0·B0)·B1 on TF32 tensor cores (mma.sync); "
+         "the A1 slice stays in shared memory"),
+)
+
+
+def capacity(n: int) -> int | None:
+    """The narrowest compiled width that holds n columns (None: wider than any)."""
+    return next((c for c in CAPACITIES if n <= c), None)
+
+
+def smem_bytes(np0: int, np1: int) -> int:
+    np_ = max(np0, np1)
+    return 4 * (ROWS_PER_BLOCK * (np_ + PAD) + 2 * ROWS_PER_BLOCK * (BK + PAD) + 2 * BK * (np_ + PAD_B))
+
+
+def unsupported(m, k0, n0, n1, params) -> str | None:
+    if capacity(n0) is None or capacity(n1) is None:
+        return (f"n0 = {n0}, n1 = {n1}: a block spans all of N0 and N1 (the intermediate stays on chip), "
+                f"up to {CAPACITIES[-1]} each")
+    if max(m * k0, m * n1, k0 * n0, n0 * n1) >= INT32_ELEMENTS:
+        return "a matrix with 2^31 or more elements (the kernels index rows with 32-bit int)"
+    return None
+
+
+def expression(rung: Rung, np0: int, np1: int, vec: bool) -> str:
+    return f"{rung.kernel}<{np0}, {np1}, {'true' if vec else 'false'}>"
+
+
+def instances(rung: Rung) -> list[tuple[int, int, bool]]:
+    return list(itertools.product(CAPACITIES, CAPACITIES, (True, False)))
+
+
+def _build(rung: Rung, mode, params, cache_dir) -> Built:
+    import cupy
+
+    names = {inst: expression(rung, *inst) for inst in instances(rung)}
+    module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}"),
+                            name_expressions=list(names.values()))
+    kernels, facts = {}, {"kernel": rung.kernel, "threads": THREADS, "instances": len(names)}
+    for inst, name in names.items():
+        kernel = kernels[inst] = module.get_function(name)
+        kernel.max_dynamic_shared_size_bytes = smem_bytes(*inst[:2])
+        # the widest instance stands for the build; any spill anywhere is reported
+        facts["local_bytes"] = max(facts.get("local_bytes", 0), kernel.local_size_bytes)
+    widest = kernels[(CAPACITIES[-1], CAPACITIES[-1], True)]
+    facts.update(registers=widest.num_regs, shared_bytes=smem_bytes(CAPACITIES[-1], CAPACITIES[-1]))
+    return Built(kernels, facts)
+
+
+def _run(kernels, a0, b0, b1, d) -> None:
+    import numpy as np
+
+    m, k0 = a0.shape
+    n0, n1 = b1.shape
+    vec = k0 % 4 == 0 and n0 % 4 == 0 and n1 % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a0, b0, b1, d))
+    np0, np1 = capacity(n0), capacity(n1)
+    kernels[(np0, np1, vec)]((cdiv(m, ROWS_PER_BLOCK),), (THREADS,),
+                             (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
+                             shared_mem=smem_bytes(np0, np1))
+
+
+def _variant(rung: Rung) -> Variant:
+    return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
+                   build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir), run=_run,
+                   unsupported=unsupported, source_files=(str(HERE / rung.file), str(HERE / "fused.cuh")),
+                   description=rung.description)
+
+
+for _rung in RUNGS:
+    register(_variant(_rung))
