@@ -11,6 +11,7 @@ import pandas as pd
 
 from gemmbench import workloads
 from gemmbench.workloads import SHAPE_COLUMNS
+from kernels.b2b import UNFUSED_PREFIX
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 # Reading order of the figures; their captions are the ones `snakemake --report` shows (workflow/report/*.rst).
@@ -33,7 +34,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                   if d.get("device") == "cpu" and d.get("device_reason")],
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
-        b2b_tables=_b2b_tables(summary),
+        b2b_tables=_b2b_tables(summary, devices),
         figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
                  for name in sorted(figures, key=_figure_order)],
         validation=_validation_matrix(validation),
@@ -142,9 +143,14 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
     return tables
 
 
-def _b2b_tables(summary: pd.DataFrame) -> list[dict]:
-    """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls."""
+SLOWER_THAN_UNFUSED = 0.9  # a fused variant below this speedup over the best unfused one is explained
+
+
+def _b2b_tables(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
+    """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls;
+    then every point where a fused variant is slower than 0.9× the best unfused one, and why."""
     ok = summary[(summary["status"] == "ok") & (summary["workload"] == "b2b")]
+    bandwidth = {d["gpu_uuid"]: d.get("copy_bandwidth_gbps") for d in devices}
     tables = []
     for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
         variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (not v.startswith("cublas"), v))
@@ -153,9 +159,34 @@ def _b2b_tables(summary: pd.DataFrame) -> list[dict]:
             speedup = "" if pd.isna(r.speedup_vs_cublas) else f"{r.speedup_vs_cublas:.2f}×"
             rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
                 "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
+        fused = ~group["variant"].str.startswith(UNFUSED_PREFIX)
+        slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
+            ["variant", "m", "k0", "n0", "n1"])
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "variants": list(dict.fromkeys(variants)),
-                       "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()]})
+                       "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()],
+                       "slower": [{"where": f"{r.family}/{r.variant} @ {_shape(r)}",
+                                   "speedup": f"{r.speedup_vs_unfused_best:.2f}×",
+                                   "why": _why_slower(r, bandwidth.get(r.gpu_uuid))}
+                                  for r in slower.itertuples()]})
     return tables
+
+
+def _why_slower(r, bandwidth_gbps) -> str:
+    """The roofline's reading of a slow fused point: was the unfused pair limited by the traffic fusion saves?"""
+    unfused_bytes = r.min_bytes + 2 * workloads.ELEMENT_BYTES * r.m * r.n0  # A1 written, then read back
+    intensity = r.flops / unfused_bytes
+    unfused_tflops = r.tflops / r.speedup_vs_unfused_best
+    if not bandwidth_gbps or pd.isna(r.peak_tflops):
+        return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
+    ridge = r.peak_tflops * 1e3 / bandwidth_gbps
+    if intensity >= ridge:
+        return (f"compute-bound even unfused ({intensity:.0f} FLOP/byte with the intermediate, above the ridge "
+                f"at {ridge:.0f}): the traffic fusion saves was not the limit, and the fused kernel computes at "
+                f"{r.tflops:.3g} TFLOP/s against {unfused_tflops:.3g} for the unfused pair")
+    return (f"memory-bound unfused ({intensity:.0f} FLOP/byte, below the ridge at {ridge:.0f}), but the fused "
+            f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
+            f"copy bandwidth: it is bound by neither, computing at {r.tflops:.3g} TFLOP/s against "
+            f"{unfused_tflops:.3g} for the unfused pair")
 
 
 def _validation_matrix(validation: pd.DataFrame) -> dict:

@@ -206,3 +206,32 @@ def test_a_b2b_dry_run_on_a_gpu_plans_every_combination(tmp_path):
     assert "results/bench/cupy/b2b_fused_mma/tf32/65536x64x64x64.json" in out
     assert "results/bench/cublas/b2b_unfused/fp32/256x4096x256x256.json" in out
     assert "results/bench/cupy/b2b_fused_simt/tf32" not in out  # the FFMA rung has no tf32 mode
+
+
+def test_the_report_says_where_a_fused_variant_is_slower_and_why():
+    from gemmbench.report import _b2b_tables
+
+    device = {"gpu_uuid": "GPU-1", "copy_bandwidth_gbps": 4000.0}
+    rows = []
+    for variant, shape, median_s in (("b2b_unfused", (4096, 4096, 256, 256), 1e-3),
+                                     ("b2b_fused_mma", (4096, 4096, 256, 256), 2e-3),
+                                     ("b2b_unfused", (65536, 64, 64, 64), 4e-5),
+                                     ("b2b_fused_mma", (65536, 64, 64, 64), 5e-5)):
+        sizes = dict(zip(B2B.axes, shape))
+        rows.append({"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "workload": "b2b", "mode": "tf32", "cache": "hot",
+                     "family": "cublas" if variant == "b2b_unfused" else "cupy", "variant": variant, **sizes,
+                     "status": "ok", "median_s": median_s, "flops": B2B.flops(sizes),
+                     "min_bytes": B2B.min_bytes(sizes), "peak_tflops": 100.0})  # ridge: 25 FLOP/byte
+    summary = pd.DataFrame(rows)
+    unfused_s = summary[summary.variant == "b2b_unfused"].set_index("m").median_s
+    summary = summary.assign(tflops=summary.flops / summary.median_s / 1e12,
+                             gbps=summary.min_bytes / summary.median_s / 1e9,
+                             speedup_vs_cublas=summary.m.map(unfused_s) / summary.median_s)
+    summary["speedup_vs_unfused_best"] = summary.speedup_vs_cublas
+    [table] = _b2b_tables(summary, [device])
+    assert [row["shape"] for row in table["rows"]] == ["4096×4096×256×256", "65536×64×64×64"]
+    assert table["rows"][0]["cells"]["cupy/b2b_fused_mma"]["speedup"] == "0.50×"
+    slower = {point["where"]: point["why"] for point in table["slower"]}
+    assert list(slower) == ["cupy/b2b_fused_mma @ 4096×4096×256×256", "cupy/b2b_fused_mma @ 65536×64×64×64"]
+    assert slower["cupy/b2b_fused_mma @ 4096×4096×256×256"].startswith("compute-bound even unfused")
+    assert slower["cupy/b2b_fused_mma @ 65536×64×64×64"].startswith("memory-bound unfused")
