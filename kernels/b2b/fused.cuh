@@ -52,6 +52,24 @@ __device__ __forceinline__ void load_async(float* s, const float* g, int row0, i
     }
 }
 
+// Chunks 0 … count-1 through two cp.async stages: chunk c + 1 is in flight while chunk c is multiplied.
+// load(chunk, stage) queues and commits a chunk; step(chunk, stage) multiplies it once it has landed.
+template <class LOAD, class STEP>
+__device__ __forceinline__ void double_buffered(int count, LOAD load, STEP step) {
+    load(0, 0);
+    for (int c = 0; c < count; ++c) {
+        if (c + 1 < count) {
+            load(c + 1, (c + 1) & 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        step(c, c & 1);
+        __syncthreads();  // the stage is refilled next
+    }
+}
+
 // The kernel body, shared by the rungs; TILE<BM, NP> is the rung's product of a BM×BK by a BK×NP chunk.
 template <template <int, int> class TILE, int NP0, int NP1, bool VEC>
 __device__ __forceinline__ void b2b_fused(int M, int K0, int N0, int N1, const float* __restrict__ A0,
@@ -76,18 +94,9 @@ __device__ __forceinline__ void b2b_fused(int M, int K0, int N0, int N1, const f
     TILE<BM, NP0> a1;
     a1.zero();
     const int chunks0 = CEIL_DIV(K0, BK);
-    load0(0, 0);
-    for (int c = 0; c < chunks0; ++c) {
-        if (c + 1 < chunks0) {
-            load0(c + 1, (c + 1) & 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        a1.step(as + (c & 1) * BM * LDA, LDA, bs + (c & 1) * BK * LDB, LDB);
-        __syncthreads();  // the stage is refilled next
-    }
+    double_buffered(chunks0, load0, [&](int, int stage) {
+        a1.step(as + stage * BM * LDA, LDA, bs + stage * BK * LDB, LDB);
+    });
     a1.store(slice, LDI);
 
     // Phase 2: D tile = slice · B1, k over N0 (rows of B1 past N0 are zero-filled).
@@ -98,18 +107,10 @@ __device__ __forceinline__ void b2b_fused(int M, int K0, int N0, int N1, const f
     TILE<BM, NP1> d;
     d.zero();
     const int chunks1 = CEIL_DIV(N0, BK);
-    load1(0, 0);
-    for (int c = 0; c < chunks1; ++c) {
-        if (c + 1 < chunks1) {
-            load1(c + 1, (c + 1) & 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();  // also: the whole slice is written before the first chunk reads it
-        d.step(slice + c * BK, LDI, bs + (c & 1) * BK * LDB, LDB);
-        __syncthreads();
-    }
+    // (the helper's first barrier also orders the slice's stores before phase 2 reads it)
+    double_buffered(chunks1, load1, [&](int chunk, int stage) {
+        d.step(slice + chunk * BK, LDI, bs + stage * BK * LDB, LDB);
+    });
     d.store(slice, LDI);  // the slice is no longer read: it stages the D tile
     __syncthreads();
 
