@@ -82,11 +82,11 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     shape = ["workload", "mode", *SHAPE_COLUMNS]
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
     frame = frame.drop(columns=["pct_of_cublas"])
-    cublas = frame[(frame.family == "cublas") & ok].assign(reference_s=lambda f: f.median_s)
+    cublas = frame[(frame.family == "cublas") & ok]
     frame = _merge_reference(frame, cublas, shape).rename(columns={"reference_s": "cublas_s"})
     unfused = frame[frame.variant.str.startswith(UNFUSED_PREFIX) & (frame.status == "ok")]
-    unfused = unfused.assign(reference_s=unfused.median_s).sort_values("reference_s")
-    frame = _merge_reference(frame, unfused, shape).rename(columns={"reference_s": "unfused_best_s"})
+    frame = _merge_reference(frame, unfused.sort_values("median_s"), shape).rename(
+        columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
     frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
     b2b = frame.workload == "b2b"
@@ -99,9 +99,10 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
 
 
 def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
-    """Each row gets `reference_s`: the first reference row with its shape and mode, on its GPU model (or, for CPU
-    rows, its host)."""
-    references = [reference.assign(peer=reference[by])[["peer", *shape, "reference_s"]] for by in ("gpu", "host")]
+    """Each row gets `reference_s`: the median time of the first reference row with its shape and mode, on its GPU
+    model (or, for CPU rows, its host)."""
+    references = [reference.assign(peer=reference[by], reference_s=reference.median_s)[["peer", *shape, "reference_s"]]
+                  for by in ("gpu", "host")]
     references = pd.concat(references).drop_duplicates(["peer", *shape])
     return frame.merge(references, on=["peer", *shape], how="left")
 

@@ -40,7 +40,8 @@ struct SimtTile {
 };
 
 template <int NP0, int NP1, bool VEC>
-__global__ void __launch_bounds__(THREADS, min_blocks(NP0, NP1)) b2b_fused_simt(int M, int K0, int N0, int N1, const float* A0,
-                                                          const float* B0, const float* B1, float* D) {
+__global__ void __launch_bounds__(THREADS, min_blocks(NP0, NP1)) b2b_fused_simt(int M, int K0, int N0, int N1,
+                                                                                const float* A0, const float* B0,
+                                                                                const float* B1, float* D) {
     b2b_fused<SimtTile, NP0, NP1, VEC>(M, K0, N0, N1, A0, B0, B1, D);
 }
