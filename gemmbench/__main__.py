@@ -74,11 +74,18 @@ def cmd_compare(args) -> int:
     runs measured a point on two different GPUs of the model (UUIDs), that agreement is also given apart."""
     import pandas as pd
 
-    keys = ["gpu", "family", "variant", "mode", "m", "n", "k"]
+    from gemmbench.workloads import SHAPE_COLUMNS
+
+    def ok_points(path):  # summaries from before b2b have neither its shape columns nor `workload`
+        frame = pd.read_csv(path)
+        frame = frame.assign(**{c: frame[c] if c in frame else float("nan") for c in SHAPE_COLUMNS},
+                             workload=frame["workload"] if "workload" in frame else "gemm")
+        return frame.query("status == 'ok'")[columns]
+
+    keys = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
     columns = keys + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]
-    a, b = (pd.read_csv(p).query("status == 'ok'")[columns] for p in (args.a, args.b))
-    both = a.merge(b, on=keys, suffixes=("_a", "_b"))
-    both = both[both[["m", "n", "k"]].min(axis=1) >= args.min_size]
+    both = ok_points(args.a).merge(ok_points(args.b), on=keys, suffixes=("_a", "_b"))
+    both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= args.min_size]  # the smallest of the point's sizes
     both["diff_pct"] = 100 * (both.median_s_b / both.median_s_a - 1)
     both["same_gpu"] = both.gpu_uuid_a == both.gpu_uuid_b
     print(both.drop(columns=["gpu_uuid_a", "gpu_uuid_b"]).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
@@ -87,7 +94,7 @@ def cmd_compare(args) -> int:
         return (f"{len(points)} points: largest |difference| {points.diff_pct.abs().max():.2f}%, "
                 f"median |difference| {points.diff_pct.abs().median():.2f}%")
 
-    print(f"\nmin(m, n, k) >= {args.min_size}, {spread(both)}")
+    print(f"\nsmallest size >= {args.min_size}, {spread(both)}")
     if not both.same_gpu.all():
         print(f"  measured on two different GPUs: {spread(both[~both.same_gpu])}")
         print(f"  measured on the same GPU:       {spread(both[both.same_gpu])}")

@@ -151,7 +151,6 @@ def tune_row(variant, backend, task, point) -> dict:
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 
 
-
 POINT_KINDS = {"validate": validate_row, "bench": bench_row}  # these run on the task's build; "tune" builds per point
 
 

@@ -4,7 +4,6 @@ NumPy from the kernels' index maps and checked against NumPy's product."""
 import itertools
 import json
 import re
-import subprocess
 
 import numpy as np
 import pandas as pd
@@ -15,7 +14,7 @@ from gemmbench import config, plan, tables, workloads
 from gemmbench.config import ConfigError
 from kernels import registry
 from kernels.b2b import fused
-from test_cupy_kernels import NVCC
+from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
 B2B = workloads.get("b2b")
 
@@ -170,15 +169,10 @@ def test_shared_memory_of_every_instance_fits_an_sm90_block():
 def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, const float*, const float*, "
-        "const float*, float*);" for inst in fused.instances(rung)]
-    source = tmp_path / f"instances_of_{rung.name}.cu"
-    source.write_text("\n".join(lines) + "\n")
-    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{fused.HERE}",
-                           "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert len(re.findall(r"Compiling entry function", done.stderr)) == len(fused.instances(rung))
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", done.stderr)]
-    assert spills and not any(spills), done.stderr
+        "const float*, float*);" for inst in fused.INSTANCES]
+    report = nvcc_sm90(lines, fused.HERE, tmp_path, rung.name)
+    assert len(re.findall(r"Compiling entry function", report)) == len(fused.INSTANCES)
+    assert_no_spills(report)
 
 
 @pytest.mark.slow
@@ -235,3 +229,18 @@ def test_the_report_says_where_a_fused_variant_is_slower_and_why():
     assert list(slower) == ["cupy/b2b_fused_mma @ 4096×4096×256×256", "cupy/b2b_fused_mma @ 65536×64×64×64"]
     assert slower["cupy/b2b_fused_mma @ 4096×4096×256×256"].startswith("compute-bound even unfused")
     assert slower["cupy/b2b_fused_mma @ 65536×64×64×64"].startswith("memory-bound unfused")
+
+
+def test_compare_matches_b2b_points_by_their_whole_shape(tmp_path, capsys):
+    from gemmbench.__main__ import main
+
+    def summary(path, fused_s):
+        rows = [{**_bench_row("b2b_fused_mma", "cupy", "tf32", 4096, k0, 64, 64, s), "gpu_uuid": "GPU-1",
+                 "sm_clock_mhz": 1980, "throttle_reasons": ""} for k0, s in ((64, fused_s), (1024, 1e-3))]
+        pd.DataFrame(rows).to_csv(path, index=False)
+        return str(path)
+
+    a, b = summary(tmp_path / "a.csv", 1e-5), summary(tmp_path / "b.csv", 1.01e-5)
+    assert main(["compare", a, b, "--min-size", "0", "--tolerance-pct", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "2 points: largest |difference| 1.00%" in out  # k0 = 64 with k0 = 64 only, never with k0 = 1024

@@ -1,5 +1,4 @@
 import pytest
-import yaml
 
 from conftest import ROOT, snakemake
 from gemmbench import config

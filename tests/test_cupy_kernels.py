@@ -36,6 +36,21 @@ def committed_params(variant) -> list[dict]:
     return [{**variant.params, **c["params"]} for c in classes.values()]
 
 
+def nvcc_sm90(lines: list[str], include_dir: Path, tmp_path, name: str) -> str:
+    """ptxas's report (-v) for a source of explicit template instantiations, compiled to an sm_90 cubin."""
+    source = tmp_path / f"instances_of_{name}.cu"
+    source.write_text("\n".join(lines) + "\n")
+    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{include_dir}",
+                           "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def assert_no_spills(report: str) -> None:
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
+    assert spills and not any(spills), report
+
+
 def compile_sm90(rung, param_sets, tmp_path) -> str:
     """ptxas's report for every instantiation (both float4 paths of the vector rungs)."""
     flags = (True, False) if rung.vec else (None,)
@@ -43,12 +58,7 @@ def compile_sm90(rung, param_sets, tmp_path) -> str:
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {rung.expression(p, flag)}(int, int, int, const float*, const float*, float*);"
         for p in unique for flag in flags]
-    source = tmp_path / f"instances_of_{rung.name}.cu"
-    source.write_text("\n".join(lines) + "\n")
-    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{HERE}",
-                           "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stderr
+    return nvcc_sm90(lines, HERE, tmp_path, rung.name)
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -57,8 +67,7 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
     report = compile_sm90(rung, [rung.defaults, *committed_params(RUNG_VARIANTS[rung.name])], tmp_path)
     entries = re.findall(r"Compiling entry function", report)
     assert len(entries) >= (2 if rung.vec else 1)
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
-    assert spills and not any(spills), report
+    assert_no_spills(report)
 
 
 def test_ci_has_nvcc_when_it_claims_to():

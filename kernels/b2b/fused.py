@@ -16,6 +16,7 @@ from kernels.tiles import cdiv
 
 HERE = Path(__file__).parent
 CAPACITIES = (64, 128, 256)  # compile-time widths of the A1 slice (N0) and of the D tile (N1)
+INSTANCES = tuple(itertools.product(CAPACITIES, CAPACITIES, (True, False)))  # (np0, np1, 16-byte copies)
 ROWS_PER_BLOCK, THREADS, BK, PAD, PAD_B = 64, 256, 32, 4, 8  # as in fused.cuh
 INT32_ELEMENTS = 2**31
 
@@ -63,14 +64,10 @@ def expression(rung: Rung, np0: int, np1: int, vec: bool) -> str:
     return f"{rung.kernel}<{np0}, {np1}, {'true' if vec else 'false'}>"
 
 
-def instances(rung: Rung) -> list[tuple[int, int, bool]]:
-    return list(itertools.product(CAPACITIES, CAPACITIES, (True, False)))
-
-
 def _build(rung: Rung, mode, params, cache_dir) -> Built:
     import cupy
 
-    names = {inst: expression(rung, *inst) for inst in instances(rung)}
+    names = {inst: expression(rung, *inst) for inst in INSTANCES}
     module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}"),
                             name_expressions=list(names.values()))
     kernels, facts = {}, {"kernel": rung.kernel, "threads": THREADS, "instances": len(names)}

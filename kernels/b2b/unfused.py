@@ -40,7 +40,7 @@ def unfused(gemm: Variant) -> Variant:
     sources = gemm.source_files or (inspect.getsourcefile(gemm.build),)
     name = UNFUSED_PREFIX if gemm.family == "cublas" else f"{UNFUSED_PREFIX}_{gemm.name}"
     return Variant(family=gemm.family, name=name, device=gemm.device, modes=gemm.modes, workload="b2b",
-                   build=build, run=lambda two_calls, *arrays: two_calls(*arrays), params=dict(gemm.params),
+                   build=build, run=TwoCalls.__call__, params=dict(gemm.params),
                    unsupported=unsupported, source_files=(*sources, __file__),
                    description=f"two calls of {gemm.key}: A1 = A0·B0 in memory, then A1·B1")
 
