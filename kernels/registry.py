@@ -56,7 +56,7 @@ class Variant:
 
 _REGISTRY: dict[str, Variant] = {}
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
-                   "kernels.cpu.numba_tiled", "kernels.b2b.unfused", "kernels.b2b.fused")
+                   "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused", "kernels.b2b.fused")
 WORKLOADS = ("gemm", "b2b")
 
 
