@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kernels.tiles import accumulators, block_threads, static_smem
+
 DEFAULTS = {"block_size": 16, "tx": 8, "ty": 4, "tk": 32}
 SPACE = {"block_size": (8, 16), "tx": (4, 8), "ty": (4, 8), "tk": (8, 16, 32)}
 DESCRIPTION = "d2l.ai schedule: shared then register caches of A and B, TX×TY outputs per thread"
 
 
 def check(p: Mapping) -> str | None:
-    from kernels.tiles import accumulators, block_threads, static_smem
-
     return (block_threads(p["block_size"] ** 2)
             or static_smem(p["tk"] * p["block_size"] * (p["tx"] + p["ty"]))
             or accumulators(p["tx"] * p["ty"]))
