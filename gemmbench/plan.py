@@ -123,7 +123,7 @@ def gpu_slug(config: dict) -> str:
 
 def tuned(config: dict, variant: registry.Variant) -> bool:
     """Whether the tune stage chooses this variant's parameters (explicit params in the config win)."""
-    return bool(config["tune"]["enabled"] and variant.space and variant.key not in config["params"])
+    return bool(config["tune"]["enabled"] and (variant.space or variant.tuner) and variant.key not in config["params"])
 
 
 def params(config: dict, variant: registry.Variant) -> dict:

@@ -1,4 +1,4 @@
-"""The TVM family: one schedule per file (01_d2l.py, 02_dlight.py), each a variant.
+"""The TVM family: one schedule per file (01_d2l.py, 02_dlight.py, 03_metaschedule.py), each a variant.
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -10,8 +10,8 @@ Shapes are static per kernel, as TVM schedules are usually compiled: the loop bo
 predicates are constants, as they would be for a model's fixed layer shapes. The artifact therefore compiles
 lazily, one kernel per (m, n, k), cached: the first launch of a shape compiles it (TVM codegen plus NVRTC, well
 under a second), and that launch is validation's or the warm-up's, never a timed one. `build` compiles one
-representative shape so that a bad parameter set fails at build time and the build facts (registers, shared
-and local memory) are read off a real kernel. The grid and block are the extents of the scheduled PrimFunc's
+representative shape (a tuned schedule's own shape) so that a bad parameter set fails at build time and the build
+facts (registers, shared and local memory) are read off a real kernel. The grid and block are the extents of the scheduled PrimFunc's
 blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Mapping
 from kernels.registry import Built, Variant, register
 
 HERE = Path(__file__).parent
-SCHEDULES = ("01_d2l.py", "02_dlight.py")
+SCHEDULES = ("01_d2l.py", "02_dlight.py", "03_metaschedule.py")
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -125,14 +125,18 @@ class Compiled:
         return Kernel(module.get_function(kernel_name(source)), *launch_dims(sch))
 
 
-def _build(file: str, params: Mapping) -> Built:
+def current_arch() -> str:
     import cupy
 
+    return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def _build(file: str, params: Mapping) -> Built:
     problem = schedule_module(file).check(params)
     if problem:
         raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
-    compiled = Compiled(file, dict(params), "sm_" + cupy.cuda.Device().compute_capability)
-    kernel = compiled.kernel(*REPRESENTATIVE_SHAPE)
+    compiled = Compiled(file, dict(params), current_arch())
+    kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
              "shared_bytes": function.shared_size_bytes, "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
@@ -146,12 +150,22 @@ def _run(compiled: Compiled, a, b, c) -> None:
     kernel.function(kernel.grid, kernel.block, (a, b, c))
 
 
+def _tuner(module):
+    """A schedule's own search (MetaSchedule), for the tune stage: it tunes for the GPU this process sees."""
+    if not hasattr(module, "search"):
+        return None
+
+    def tune(mode, shape, trials, work_dir, committed, seed, log):
+        return module.search(shape, cuda_target(current_arch()), trials, work_dir, committed, seed, log)
+    return tune
+
+
 def _variant(file: str) -> Variant:
     module = schedule_module(file)
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
                    build=lambda mode, params, cache_dir: _build(file, params), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
-                   source_files=(str(HERE / file), __file__), description=module.DESCRIPTION)
+                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION)
 
 
 for _file in SCHEDULES:
