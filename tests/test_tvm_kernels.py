@@ -4,12 +4,15 @@ read off the schedule covers every output."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gemmbench import tune
 from kernels.tiles import cdiv
 from kernels.tvm import family
 from tests.test_cupy_kernels import NVCC
@@ -18,9 +21,19 @@ SM90 = family.cuda_target("sm_90")
 SHAPES = [(64, 64, 64), (128, 96, 160), (33, 65, 17)]
 
 
+def params_for(file: str) -> dict:
+    """A schedule's defaults; for the tuned schedule, a record (a sample of its space when none is committed)."""
+    module = family.schedule_module(file)
+    if module.check(module.DEFAULTS) is None:
+        return module.DEFAULTS
+    committed = sorted(tune.COMMITTED.glob(f"*/tvm/{Path(file).stem}/fp32.json"))
+    if committed:
+        return next(iter(json.loads(committed[0].read_text())["classes"].values()))["params"]
+    return sampled_cuda_record(5)
+
+
 def source_for(file: str, shape, params=None) -> tuple[str, object]:
-    params = params or family.schedule_module(file).DEFAULTS
-    sch = family.scheduled(file, params, shape, SM90)
+    sch = family.scheduled(file, params or params_for(file), shape, SM90)
     return family.cuda_source(sch, SM90), sch
 
 
@@ -93,7 +106,7 @@ def test_dlight_launch_matches_its_source():
     assert all(g >= 1 for g in grid) and grid[2] == 1
 
 
-@pytest.mark.parametrize("file", family.SCHEDULES)
+@pytest.mark.parametrize("file", family.SCHEDULES[:2])  # 03's parameters come from tuning (tested below)
 def test_defaults_and_space_are_valid(file):
     module = family.schedule_module(file)
     assert module.check(module.DEFAULTS) is None
@@ -105,3 +118,84 @@ def test_the_kernel_takes_only_the_three_pointers():
     source, _ = source_for("01_d2l.py", (33, 65, 17))
     signature = re.search(r"main_kernel\(([^)]*)\)", source).group(1)
     assert [p.split()[-1] for p in signature.split(",")] == ["A_ptr", "B_ptr", "C_ptr"]
+
+
+# --- 03: MetaSchedule -------------------------------------------------------------------------------------------
+
+METASCHEDULE = family.schedule_module("03_metaschedule.py")
+AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
+
+
+def run_on_cpu(sch, shape, target) -> None:
+    """Build the schedule for `target` (a CPU) and check C = A @ B on fresh inputs against fp64 NumPy."""
+    import tvm
+
+    m, n, k = shape
+    lib = tvm.compile(sch.mod, target=target)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
+    lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shapes_on_the_cpu(tmp_path):
+    """The tuner on the llvm target (MetaSchedule's CPU space; the same tune_tir, database and trace transfer as
+    on a GPU): a rerun tops the database up instead of starting again, a committed result seeds an empty database
+    without re-measuring, and the best trace computes the right product at shapes that are not whole tiles."""
+    import logging
+
+    import tvm
+
+    cpu = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    log = logging.getLogger("test")
+    work = tmp_path / "64"
+    first = METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)
+    assert first["trials"] == 4 and first["median_s"] > 0 and first["records"]
+    assert METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)["trials"] == 4  # nothing left to run
+    topped_up = METASCHEDULE.search((64, 64, 64), cpu, 6, work, None, 0, log)
+    assert topped_up["trials"] == 6 and topped_up["median_s"] <= first["median_s"]
+    seeded = METASCHEDULE.search((64, 64, 64), cpu, 6, tmp_path / "elsewhere", topped_up, 0, log)
+    assert seeded["trials"] == 6 and seeded["params"] == topped_up["params"]
+    json.dumps(topped_up)  # a tune result is plain JSON
+
+    for shape in [(64, 64, 64), *AWKWARD]:
+        run_on_cpu(METASCHEDULE.schedule(family.matmul(*shape), topped_up["params"], cpu), shape, cpu)
+
+
+def sampled_cuda_record(seed: int) -> dict:
+    """A record as tuning would give one, without a GPU: a sample of MetaSchedule's CUDA design space at 256³."""
+    from tvm.s_tir import meta_schedule as ms
+
+    module = METASCHEDULE.as_module(family.matmul(256, 256, 256))
+    context = ms.TuneContext(mod=module, target=METASCHEDULE.target_for(SM90), space_generator="post-order-apply",
+                             task_name="main", rand_state=seed)
+    return {"trace": METASCHEDULE.plain(context.generate_design_space()[0].trace.as_json()), "tuned_shape": [256] * 3}
+
+
+def block_tile(params) -> tuple[int, int]:
+    trace = METASCHEDULE.tuned_trace(params)
+    tile_i, tile_j, _ = (np.prod([int(f) for f in trace.decisions[t][1:]]) for t in METASCHEDULE._tiles(trace))
+    return int(tile_i), int(tile_j)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("seed", [1, 5])  # two samples that pass MetaSchedule's GPU checks at 256³
+def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
+    params = sampled_cuda_record(seed)
+    tile_i, tile_j = block_tile(params)
+    for shape in [(256, 256, 256), (4096, 4096, 4096), *AWKWARD]:
+        sch = METASCHEDULE.schedule(family.matmul(*shape), params, SM90)
+        grid, _ = family.launch_dims(sch)
+        assert grid[0] * grid[1] * grid[2] == cdiv(shape[0], tile_i) * cdiv(shape[1], tile_j), shape
+        source = family.cuda_source(sch, SM90)
+        (tmp_path / "k.cu").write_text(source)
+        done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_without_a_record_the_tuned_variant_says_what_is_missing():
+    assert "tune stage" in METASCHEDULE.check(METASCHEDULE.DEFAULTS)
+    with pytest.raises(ValueError, match="tune stage"):
+        METASCHEDULE.schedule(family.matmul(64, 64, 64), METASCHEDULE.DEFAULTS, SM90)
