@@ -3,7 +3,8 @@
 The space is MetaSchedule's CUDA default for a matmul: multi-level tiling (i and j split into block, virtual
 thread, thread and two register levels; k into three), shared-memory caches of A and B filled by cooperative,
 optionally vectorised fetches and software-pipelined with cp.async, a local accumulator and an unroll depth.
-An XGBoost cost model picks which candidates to measure; TVM's LocalRunner times them on the GPU.
+An XGBoost cost model picks which candidates to measure; each is compiled and timed as the family runs it
+(measure.py).
 
 Tuning (`search`, called by the tune stage) runs `tune_tir` for one square size class with a JSON database of its
 own. Rerunning counts the trials the database holds and runs only the rest, so a long tuning can be spread over
@@ -153,8 +154,7 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
                  "x".join(map(str, shape)), target.export().get("arch", target.kind.name), done, trials - done, work_dir)
         ms.tune_tir(module, target, str(work_dir), max_trials_global=trials - done,
                     num_trials_per_iter=min(TRIALS_PER_ROUND, trials - done), database=database, seed=seed,
-                    runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
-                        number=3, repeat=3, min_repeat_ms=20)))
+                    **_measurement(target, shape))
         done = len(database) - seeded["records"] + seeded["stands_for"]
     else:
         log.info("MetaSchedule %s: the database already stands for %d trials", "x".join(map(str, shape)), done)
@@ -165,6 +165,16 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
     return {"params": {"trace": plain(best[0].trace.as_json()), "tuned_shape": list(shape)}, "median_s": median_s,
             "tflops": 2 * math.prod(shape) / median_s / 1e12, "trials": done,
             "records": [plain(r.as_json()) for r in best]}
+
+
+def _measurement(target, shape) -> dict:
+    """How candidates are built and timed: on a GPU as the family runs them, in this process (measure.py says
+    why); on a CPU (the tests' llvm target) by TVM's own LocalBuilder and LocalRunner."""
+    if target.kind.name != "cuda":
+        return {"builder": "local", "runner": "local"}
+    from kernels.tvm import measure
+
+    return {"builder": measure.SourceBuilder(), "runner": measure.CupyRunner(shape)}
 
 
 def plain(obj):

@@ -61,7 +61,7 @@ def cuda_source(sch, target) -> str:
     """The CUDA C++ that TVM generates for a scheduled matmul (no CUDA toolkit or GPU needed)."""
     import tvm
 
-    return tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source()
+    return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
 
 
 def kernel_name(source: str) -> str:
