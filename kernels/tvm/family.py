@@ -8,11 +8,11 @@ TVM's CUDA runtime never touches the device.
 
 Shapes are static per kernel, as TVM schedules are usually compiled: the loop bounds and the padding
 predicates are constants, as they would be for a model's fixed layer shapes. The artifact therefore compiles
-lazily, one kernel per (m, n, k), cached: the first launch of a shape compiles it (TVM codegen plus NVRTC, well
-under a second), and that launch is validation's or the warm-up's, never a timed one. `build` compiles one
-representative shape (a tuned schedule's own shape) so that a bad parameter set fails at build time and the build
-facts (registers, shared and local memory) are read off a real kernel. The grid and block are the extents of the scheduled PrimFunc's
-blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
+lazily, one kernel per (m, n, k), cached: the first launch of a shape compiles it (TVM codegen plus NVRTC), and
+that launch is validation's or the warm-up's, never a timed one. `build` compiles one representative shape (a
+tuned schedule's own shape) so that a bad parameter set fails at build time and the build facts (registers,
+shared and local memory) are read off a real kernel. The grid and block are the extents of the scheduled
+PrimFunc's blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
 """
 from __future__ import annotations
 
