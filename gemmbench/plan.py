@@ -97,6 +97,13 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
         if not any(v.family == family for v in chosen):
             log.warning("family %r has no registered %s variant (selected by the config): nothing to run for it",
                         family, config["workload"])
+    untuned = [v.key for v in chosen if v.tuner and not tuned(config, v)]
+    if untuned and config["variants"]:
+        raise ConfigError(f"variants: {untuned} run only as tuned on this GPU; set tune.autotuner.trials (e.g. 1024) "
+                          f"with tune.enabled: true")
+    if untuned:
+        log.warning("%s not run: they are tuned on the GPU first (tune.autotuner.trials, now 0; e.g. 1024)", untuned)
+        chosen = [v for v in chosen if v.key not in untuned]
     dropped = sorted({v.family for v in chosen if v.device != "cpu"}) if device == "cpu" else []
     if dropped:
         log.warning("device cpu: the GPU families %s are not run", dropped)
@@ -123,7 +130,8 @@ def gpu_slug(config: dict) -> str:
 
 def tuned(config: dict, variant: registry.Variant) -> bool:
     """Whether the tune stage chooses this variant's parameters (explicit params in the config win)."""
-    return bool(config["tune"]["enabled"] and variant.space and variant.key not in config["params"])
+    searched = variant.space or (variant.tuner and config["tune"]["autotuner"]["trials"] > 0)
+    return bool(config["tune"]["enabled"] and searched and variant.key not in config["params"])
 
 
 def params(config: dict, variant: registry.Variant) -> dict:

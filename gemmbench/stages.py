@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from pathlib import Path
 
 from gemmbench import backend as backends
-from gemmbench import plan, tune as tuning, workloads
+from gemmbench import gpus, plan, tune as tuning, workloads
 from gemmbench.supervise import run_task
 from kernels import registry
 
@@ -52,7 +54,8 @@ def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
 def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
     when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
-    variant, settings = _variant(config, key), config["tune"]
+    variant = _variant(config, key)
+    settings = tuning.settings(config["tune"], variant)
     expected = tuning.key(variant, mode, settings)
     committed = tuning.committed_path(gpu, variant, mode)
     record = tuning.reusable(committed, expected)
@@ -60,6 +63,10 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
         reused_from = str(committed.relative_to(tuning.COMMITTED.parent.parent))
         log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
         write_json(out, {**record, "reused_from": reused_from})
+        return record
+    if variant.tuner:
+        record = _autotune(variant, mode, gpu, settings, expected, committed, out)
+        write_json(out, record)
         return record
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
@@ -81,11 +88,32 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
     for size in settings["sizes"]:
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
-    record = {"gpu": gpu, "variant": key, "mode": mode, "key": expected,
-              "settings": {k: settings[k] for k in ("trials", "seed", "sizes")}, "space": variant.space,
+    record = {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings, "space": variant.space,
               "classes": classes, "trials": trials}
     write_json(out, record)
     return record
+
+
+def _autotune(variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path, out) -> dict:
+    """A variant's own search per size class, each with its database under <out without .json>/<size>/, which a
+    rerun resumes; an earlier committed result (other settings) seeds an empty database."""
+    previous = read_json(committed)["classes"] if committed.exists() else {}
+    classes = {}
+    with gpus.pinned(variant.device) as env:
+        os.environ.update(env)  # the search's own build and run workers inherit the GPU
+        for size in settings["sizes"]:
+            start = time.perf_counter()
+            try:
+                found = variant.tuner(mode, (size, size, size), settings["trials"], Path(out).with_suffix("") / str(size),
+                                      previous.get(str(size)), settings["seed"], log)
+            except Exception as exc:  # the class keeps no result; the others still tune
+                log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
+                            type(exc).__name__, exc)
+                continue
+            classes[str(size)] = {**found, "tune_s": round(time.perf_counter() - start, 1)}
+            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s) after %.0f s this sitting", variant.key, mode,
+                     size, found["trials"], found["median_s"] * 1e3, found["tflops"], classes[str(size)]["tune_s"])
+    return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings, "classes": classes}
 
 
 def build(config: dict, key: str, mode: str, cache_dir, out, tuning_path=None) -> dict:

@@ -35,6 +35,13 @@ def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int
     return [dict(defaults), *valid[: max(0, trials - 1)]]
 
 
+def settings(tune: dict, variant: registry.Variant) -> dict:
+    """The tune settings a variant's result depends on: the generic search's, or those of the autotuner (a
+    variant's own search, such as MetaSchedule's, with its own trial budget and size classes)."""
+    own = tune["autotuner"] if variant.tuner else tune
+    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["sizes"]}
+
+
 def key(variant: registry.Variant, mode: str, settings: dict) -> str:
     """What a tuning result depends on: the kernel sources, the search space and the tune settings."""
     digest = hashlib.sha256()

@@ -32,6 +32,11 @@ class Variant:
     unsupported(*sizes, params) -> str | None   why a shape (its workload's axes in order) cannot run, or None
     space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)
     check_params(params) -> str | None          why a parameter set cannot compile or run (the tuner skips it)
+    tuner(mode, shape, trials, work_dir, committed, seed, log) -> dict
+                                                a variant's own search (instead of `space`), run by the tune stage per
+                                                size class until work_dir's records stand for `trials`; returns
+                                                {params, median_s, tflops, trials, records}; `committed` (such a
+                                                result) seeds an empty work_dir
     source_files                                files whose edits must rebuild the variant (default: build's module)
     """
 
@@ -45,6 +50,7 @@ class Variant:
     unsupported: Callable[..., str | None] = lambda *sizes_and_params: None
     space: Mapping[str, tuple] = field(default_factory=dict)
     check_params: Callable[[Mapping], str | None] = lambda params: None
+    tuner: Callable[..., dict] | None = None
     source_files: tuple[str, ...] = ()
     description: str = ""
     workload: str = "gemm"
@@ -56,7 +62,7 @@ class Variant:
 
 _REGISTRY: dict[str, Variant] = {}
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
-                   "kernels.cpu.numba_tiled", "kernels.b2b.unfused", "kernels.b2b.fused")
+                   "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused", "kernels.b2b.fused")
 WORKLOADS = ("gemm", "b2b")
 
 

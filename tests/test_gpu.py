@@ -71,7 +71,8 @@ def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
     assert cuda.device_time(lambda: a @ b) > 0
 
 
-LADDERS = sorted(k for k, v in registry.load().items() if v.family in ("cupy", "numba") and v.workload == "gemm")
+LADDERS = sorted(k for k, v in registry.load().items()
+                 if v.family in ("cupy", "numba", "tvm") and v.workload == "gemm" and not v.tuner)
 B2B = sorted(k for k, v in registry.load().items() if v.workload == "b2b" and v.device == "cuda")
 
 
@@ -113,3 +114,19 @@ def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
     for size, best in record["classes"].items():
         timed = [t for t in record["trials"] if t["size"] == int(size) and t["status"] == "ok"]
         assert best["median_s"] == min(t["median_s"] for t in timed)
+
+
+def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(tmp_path):
+    """A short MetaSchedule tuning through the tune stage (TVM's own builder and runner on this GPU), then the
+    build with its record, validated at shapes it was not tuned for."""
+    key = "tvm/03_metaschedule"
+    cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"], "sizes": [512],
+                           "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
+                           "tune": {"autotuner": {"trials": 16, "sizes": [256]}}})
+    record = stages.tune(cfg, key, "fp32", "test-gpu", tmp_path / "c", tmp_path / "tune.json")
+    assert record["classes"]["256"]["trials"] == 16 and record["classes"]["256"]["median_s"] > 0
+    assert (tmp_path / "tune" / "256" / "database_tuning_record.json").exists()
+    build = stages.build(cfg, key, "fp32", tmp_path / "c", tmp_path / "build.json", tmp_path / "tune.json")
+    assert build["status"] == "ok", build["message"]
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+    assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), [(r["m"], r["message"]) for r in rows]

@@ -73,6 +73,22 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_the_metaschedule_variant_runs_only_with_a_tuning_budget(tmp_path):
+    """Its parameters come from tuning on the GPU: without a trial budget it is left out, and says how to add it;
+    with one, its tune job (per GPU) comes before its build."""
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100}")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0 and "tvm/03_metaschedule" in out and "tune.autotuner.trials" in out
+    assert "results/bench/tvm/01_d2l/fp32/4096x4096x4096.json" in out and "results/build/tvm/03" not in out
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100, autotuner: {trials: 64}}")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "results/tune/nvidia-h100/tvm/03_metaschedule/fp32.json" in out
+    assert "results/bench/tvm/03_metaschedule/fp32/16384x16384x16384.json" in out
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "variants=[tvm/03_metaschedule]")
+    assert result.returncode != 0 and "tune.autotuner.trials" in result.stdout + result.stderr
+
+
 def test_auto_without_a_gpu_runs_cpu_families_and_says_so(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "device=auto")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,172 @@
+"""The TVM family: one schedule per file (01_d2l.py, 02_dlight.py, 03_metaschedule.py), each a variant.
+
+Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
+and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
+{"kind": "cuda", "arch": "sm_XY"}). TVM only supplies the source: CuPy compiles it with NVRTC (RawModule, as the
+CuPy ladder does) and launches it on the current CuPy stream, so timing and streams are the harness's own and
+TVM's CUDA runtime never touches the device.
+
+Shapes are static per kernel, as TVM schedules are usually compiled: the loop bounds and the padding
+predicates are constants, as they would be for a model's fixed layer shapes. The artifact therefore compiles
+lazily, one kernel per (m, n, k), cached: the first launch of a shape compiles it (TVM codegen plus NVRTC), and
+that launch is validation's or the warm-up's, never a timed one. `build` compiles one representative shape (a
+tuned schedule's own shape) so that a bad parameter set fails at build time and the build facts (registers,
+shared and local memory) are read off a real kernel. The grid and block are the extents of the scheduled
+PrimFunc's blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from kernels.registry import Built, Variant, register
+
+HERE = Path(__file__).parent
+SCHEDULES = ("01_d2l.py", "02_dlight.py", "03_metaschedule.py")
+REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
+LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+def schedule_module(file: str):
+    """A schedule's module (file names start with their rung number, so they are imported by path name)."""
+    return importlib.import_module(f"kernels.tvm.{Path(file).stem}")
+
+
+def matmul(m: int, n: int, k: int):
+    """C = A @ B for row-major float32 A (m×k), B (k×n) as a TensorIR PrimFunc whose reduction block is "C"."""
+    from tvm import te
+
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def cuda_target(arch: str):
+    import tvm
+
+    return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+def scheduled(file: str, params: Mapping, shape: tuple[int, int, int], target, bind: bool = True):
+    """The schedule of `file` applied to the matmul of `shape` (an s_tir.Schedule)."""
+    return schedule_module(file).schedule(matmul(*shape), params, target, bind)
+
+
+def cuda_source(sch, target) -> str:
+    """The CUDA C++ that TVM generates for a scheduled matmul (no CUDA toolkit or GPU needed)."""
+    import tvm
+
+    return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
+
+
+def kernel_name(source: str) -> str:
+    names = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source))
+    if len(names) != 1:
+        raise ValueError(f"expected one kernel in TVM's CUDA source, found {sorted(names)}")
+    return names.pop()
+
+
+def launch_dims(sch) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block): the extents of the loops bound to blockIdx.* and threadIdx.* in the scheduled PrimFunc.
+    Loops of different blocks bound to one thread axis (the cooperative fetches) share its extent."""
+    extents: dict[str, int] = {}
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        for loop in map(sch.get, sch.get_loops(block)):
+            if loop.thread_binding is not None:
+                tag = loop.thread_binding.thread_tag
+                extent = int(loop.extent)
+                if extents.setdefault(tag, extent) != extent:
+                    raise ValueError(f"{tag} is bound to loops of extents {extents[tag]} and {extent}")
+    grid, block = (tuple(extents.get(tag, 1) for tag in axes) for axes in LAUNCH_AXES)
+    return grid, block
+
+
+def nvrtc_options() -> tuple[str, ...]:
+    """NVRTC options for TVM's source: it includes <cuda/std/cstdint> under NVRTC, which CuPy bundles (CCCL's
+    libcudacxx) but does not put on RawModule's include path by itself."""
+    from cupy._core import core
+
+    return ("-std=c++17", *core._get_cccl_include_options())
+
+
+@dataclass
+class Kernel:
+    function: object  # cupy.RawKernel
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+
+@dataclass
+class Compiled:
+    """A schedule with its parameters for one GPU architecture, and its kernels compiled so far by shape."""
+
+    file: str
+    params: dict
+    arch: str
+    kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel
+
+    def kernel(self, m: int, n: int, k: int) -> Kernel:
+        if (m, n, k) not in self.kernels:
+            self.kernels[m, n, k] = self._compile((m, n, k))
+        return self.kernels[m, n, k]
+
+    def _compile(self, shape) -> Kernel:
+        import cupy
+
+        target = cuda_target(self.arch)
+        sch = scheduled(self.file, self.params, shape, target)
+        source = cuda_source(sch, target)
+        module = cupy.RawModule(code=source, options=nvrtc_options())
+        return Kernel(module.get_function(kernel_name(source)), *launch_dims(sch))
+
+
+def current_arch() -> str:
+    import cupy
+
+    return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def _build(file: str, params: Mapping) -> Built:
+    problem = schedule_module(file).check(params)
+    if problem:
+        raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
+    compiled = Compiled(file, dict(params), current_arch())
+    kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
+    function = kernel.function
+    facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
+             "shared_bytes": function.shared_size_bytes, "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
+             "arch": compiled.arch}
+    return Built(compiled, facts)
+
+
+def _run(compiled: Compiled, a, b, c) -> None:
+    m, k = a.shape
+    kernel = compiled.kernel(m, b.shape[1], k)
+    kernel.function(kernel.grid, kernel.block, (a, b, c))
+
+
+def _tuner(module):
+    """A schedule's own search (MetaSchedule), for the tune stage: it tunes for the GPU this process sees."""
+    if not hasattr(module, "search"):
+        return None
+
+    def tune(mode, shape, trials, work_dir, committed, seed, log):
+        return module.search(shape, cuda_target(current_arch()), trials, work_dir, committed, seed, log)
+    return tune
+
+
+def _variant(file: str) -> Variant:
+    module = schedule_module(file)
+    return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
+                   build=lambda mode, params, cache_dir: _build(file, params), run=_run,
+                   params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
+                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION)
+
+
+for _file in SCHEDULES:
+    register(_variant(_file))

@@ -1,0 +1,201 @@
+"""The TVM family without a GPU: each schedule generates CUDA for sm_90 that nvcc compiles without spilling and
+that NVRTC (with the include path the launch uses) accepts; the d2l tiling is correct on the CPU; the launch
+read off the schedule covers every output."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemmbench import tune
+from kernels.tiles import cdiv
+from kernels.tvm import family
+from tests.test_cupy_kernels import NVCC
+
+SM90 = family.cuda_target("sm_90")
+SHAPES = [(64, 64, 64), (128, 96, 160), (33, 65, 17)]
+
+
+def params_for(file: str) -> dict:
+    """A schedule's defaults; for the tuned schedule, a record (a sample of its space when none is committed)."""
+    module = family.schedule_module(file)
+    if module.check(module.DEFAULTS) is None:
+        return module.DEFAULTS
+    committed = sorted(tune.COMMITTED.glob(f"*/tvm/{Path(file).stem}/fp32.json"))
+    if committed:
+        return next(iter(json.loads(committed[0].read_text())["classes"].values()))["params"]
+    return sampled_cuda_record(5)
+
+
+def source_for(file: str, shape, params=None) -> tuple[str, object]:
+    sch = family.scheduled(file, params or params_for(file), shape, SM90)
+    return family.cuda_source(sch, SM90), sch
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (33, 65, 17)], ids=str)
+@pytest.mark.parametrize("file", family.SCHEDULES)
+def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path):
+    source, _ = source_for(file, shape)
+    (tmp_path / "k.cu").write_text(source)
+    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"),
+                           str(tmp_path / "k.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.findall(r"Compiling entry function '(\w+)'", done.stderr) == [family.kernel_name(source)]
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", done.stderr)]
+    assert spills and not any(spills), done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
+@pytest.mark.parametrize("file", family.SCHEDULES)
+def test_nvrtc_finds_the_headers_the_launch_needs(file):
+    """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options."""
+    from cuda.bindings import nvrtc
+
+    source, _ = source_for(file, (33, 65, 17))
+    _, program = nvrtc.nvrtcCreateProgram(source.encode(), b"tvm.cu", 0, [], [])
+    options = [o.encode() for o in ("-arch=sm_90", *family.nvrtc_options())]
+    (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+    _, size = nvrtc.nvrtcGetProgramLogSize(program)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(program, log)
+    nvrtc.nvrtcDestroyProgram(program)
+    assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")[-3000:]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_the_d2l_tiling_is_correct_on_the_cpu(shape):
+    """The d2l schedule with its thread bindings left out (bind=False), built for llvm: the same padding,
+    tiling, loop order, shared and local caches and write-back as on the GPU, with the block and thread loops
+    run serially. What it cannot check is what needs real threads: barriers and the cooperative fetch's
+    division of work between threads (their loop extents are checked by the launch test below)."""
+    import tvm
+
+    m, n, k = shape
+    module = family.schedule_module("01_d2l.py")
+    for params in (module.DEFAULTS, {"block_size": 8, "tx": 4, "ty": 8, "tk": 8}):
+        lib = tvm.compile(family.scheduled("01_d2l.py", params, shape, "llvm", bind=False).mod, target="llvm")
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+        c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
+        lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+        np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)], ids=str)
+def test_the_d2l_launch_covers_every_output(shape):
+    """Grid and block as read off the schedule: BLOCK×BLOCK threads, one block per (BLOCK·TX)×(BLOCK·TY) tile,
+    blockIdx.x over columns as in d2l."""
+    m, n, _ = shape
+    p = family.schedule_module("01_d2l.py").DEFAULTS
+    grid, block = family.launch_dims(family.scheduled("01_d2l.py", p, shape, SM90))
+    assert block == (p["block_size"], p["block_size"], 1)
+    assert grid == (cdiv(n, p["block_size"] * p["ty"]), cdiv(m, p["block_size"] * p["tx"]), 1)
+
+
+def test_dlight_launch_matches_its_source():
+    """dlight chooses its own tiling: its block's thread count is the kernel's __launch_bounds__."""
+    source, sch = source_for("02_dlight.py", (1000, 999, 1001))
+    grid, block = family.launch_dims(sch)
+    assert int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1)) == block[0] * block[1] * block[2]
+    assert all(g >= 1 for g in grid) and grid[2] == 1
+
+
+@pytest.mark.parametrize("file", family.SCHEDULES[:2])  # 03's parameters come from tuning (tested below)
+def test_defaults_and_space_are_valid(file):
+    module = family.schedule_module(file)
+    assert module.check(module.DEFAULTS) is None
+    assert set(module.SPACE) <= set(module.DEFAULTS)
+
+
+def test_the_kernel_takes_only_the_three_pointers():
+    """Static shapes: the launch passes (A, B, C) and nothing else."""
+    source, _ = source_for("01_d2l.py", (33, 65, 17))
+    signature = re.search(r"main_kernel\(([^)]*)\)", source).group(1)
+    assert [p.split()[-1] for p in signature.split(",")] == ["A_ptr", "B_ptr", "C_ptr"]
+
+
+# --- 03: MetaSchedule -------------------------------------------------------------------------------------------
+
+METASCHEDULE = family.schedule_module("03_metaschedule.py")
+AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
+
+
+def run_on_cpu(sch, shape, target) -> None:
+    """Build the schedule for `target` (a CPU) and check C = A @ B on fresh inputs against fp64 NumPy."""
+    import tvm
+
+    m, n, k = shape
+    lib = tvm.compile(sch.mod, target=target)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
+    lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shapes_on_the_cpu(tmp_path):
+    """The tuner on the llvm target (MetaSchedule's CPU space; the same tune_tir, database and trace transfer as
+    on a GPU): a rerun tops the database up instead of starting again, a committed result seeds an empty database
+    without re-measuring, and the best trace computes the right product at shapes that are not whole tiles."""
+    import logging
+
+    import tvm
+
+    cpu = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    log = logging.getLogger("test")
+    work = tmp_path / "64"
+    first = METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)
+    assert first["trials"] == 4 and first["median_s"] > 0 and first["records"]
+    assert METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)["trials"] == 4  # nothing left to run
+    topped_up = METASCHEDULE.search((64, 64, 64), cpu, 6, work, None, 0, log)
+    assert topped_up["trials"] == 6 and topped_up["median_s"] <= first["median_s"]
+    seeded = METASCHEDULE.search((64, 64, 64), cpu, 6, tmp_path / "elsewhere", topped_up, 0, log)
+    assert seeded["trials"] == 6 and seeded["params"] == topped_up["params"]
+    json.dumps(topped_up)  # a tune result is plain JSON
+
+    for shape in [(64, 64, 64), *AWKWARD]:
+        run_on_cpu(METASCHEDULE.schedule(family.matmul(*shape), topped_up["params"], cpu), shape, cpu)
+
+
+def sampled_cuda_record(seed: int) -> dict:
+    """A record as tuning would give one, without a GPU: a sample of MetaSchedule's CUDA design space at 256³."""
+    from tvm.s_tir import meta_schedule as ms
+
+    module = METASCHEDULE.as_module(family.matmul(256, 256, 256))
+    context = ms.TuneContext(mod=module, target=METASCHEDULE.target_for(SM90), space_generator="post-order-apply",
+                             task_name="main", rand_state=seed)
+    return {"trace": METASCHEDULE.plain(context.generate_design_space()[0].trace.as_json()), "tuned_shape": [256] * 3}
+
+
+def block_tile(params) -> tuple[int, int]:
+    trace = METASCHEDULE.tuned_trace(params)
+    tile_i, tile_j, _ = (np.prod([int(f) for f in trace.decisions[t][1:]]) for t in METASCHEDULE._tiles(trace))
+    return int(tile_i), int(tile_j)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("seed", [1, 5])  # two samples that pass MetaSchedule's GPU checks at 256³
+def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
+    params = sampled_cuda_record(seed)
+    tile_i, tile_j = block_tile(params)
+    for shape in [(256, 256, 256), (4096, 4096, 4096), *AWKWARD]:
+        sch = METASCHEDULE.schedule(family.matmul(*shape), params, SM90)
+        grid, _ = family.launch_dims(sch)
+        assert grid[0] * grid[1] * grid[2] == cdiv(shape[0], tile_i) * cdiv(shape[1], tile_j), shape
+        source = family.cuda_source(sch, SM90)
+        (tmp_path / "k.cu").write_text(source)
+        done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_without_a_record_the_tuned_variant_says_what_is_missing():
+    assert "tune stage" in METASCHEDULE.check(METASCHEDULE.DEFAULTS)
+    with pytest.raises(ValueError, match="tune stage"):
+        METASCHEDULE.schedule(family.matmul(64, 64, 64), METASCHEDULE.DEFAULTS, SM90)
