@@ -36,7 +36,7 @@ CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block"
 
 def check(p: Mapping) -> str | None:
     if not p.get("trace") or not p.get("tuned_shape"):
-        return "no MetaSchedule record: the tune stage supplies one (tune.enabled: true; see config/tuning/)"
+        return "no MetaSchedule record: the tune stage supplies one (tune.autotuner.trials > 0; see config/tuning/)"
     return None
 
 
@@ -178,7 +178,7 @@ def _measurement(target, shape) -> dict:
 
 
 def plain(obj):
-    """TVM's JSON-style objects (which keep IntImm and FloatImm) as plain JSON values, as its JSON database writes them."""
+    """TVM's JSON-style objects (which keep IntImm and FloatImm) as plain JSON values, as its database writes them."""
     if isinstance(obj, (list, tuple)):
         return [plain(x) for x in obj]
     if isinstance(obj, dict):
