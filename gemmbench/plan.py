@@ -37,7 +37,7 @@ class Shape:
 
     @property
     def label(self) -> str:
-        return "x".join(str(size) for _, size in self.dims)
+        return workloads.get(self.workload).label(self.sizes)
 
 
 def gpu_count() -> int:

@@ -14,8 +14,6 @@ from gemmbench.workloads import SHAPE_COLUMNS
 from kernels.b2b import UNFUSED_PREFIX
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
-# Reading order of the figures; their captions are the ones `snakemake --report` shows (workflow/report/*.rst).
-FIGURE_ORDER = ["ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"]
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "speedup_vs_cublas", "speedup_vs_unfused_best"]
@@ -24,6 +22,8 @@ SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "speedup_vs_cubla
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
                   figures: dict[str, Path], out_html: Path, methodology: dict) -> None:
+    """`figures` in reading order (the workload's, gemmbench/workloads.py); their captions are the ones
+    `snakemake --report` shows (workflow/report/*.rst)."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
     summary = summary.reindex(columns=[*summary.columns, *(c for c in SUMMARY_COLUMNS if c not in summary)])
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent),
@@ -36,7 +36,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         ladders=_ladders(summary),
         b2b_tables=_b2b_tables(summary, devices),
         figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
-                 for name in sorted(figures, key=_figure_order)],
+                 for name in figures],
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
         non_ok=_table(summary.loc[summary["status"] != "ok", NON_OK_COLUMNS]),
@@ -47,11 +47,6 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                    _samples_download(Path(samples_csv))],
     )
     Path(out_html).write_text(html, encoding="utf-8")
-
-
-def _figure_order(name: str) -> tuple[int, str]:
-    """Known figures in reading order, any others after them by name."""
-    return (FIGURE_ORDER.index(name) if name in FIGURE_ORDER else len(FIGURE_ORDER), name)
 
 
 def _caption(name: str) -> str:

@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from unittest import mock
 
 from gemmbench import backend as backends
 from gemmbench import gpus, plan, tune as tuning, workloads
@@ -99,8 +100,7 @@ def _autotune(variant, mode: str, gpu: str, settings: dict, expected: str, commi
     rerun resumes; an earlier committed result (other settings) seeds an empty database."""
     previous = read_json(committed)["classes"] if committed.exists() else {}
     classes = {}
-    with gpus.pinned(variant.device) as env:
-        os.environ.update(env)  # the search's own build and run workers inherit the GPU
+    with gpus.pinned(variant.device) as env, mock.patch.dict(os.environ, env):  # the search's workers inherit it
         for size in settings["sizes"]:
             start = time.perf_counter()
             try:
@@ -241,7 +241,8 @@ def report(config: dict, tables_dir, figures_dir, out) -> None:
     from gemmbench.report import render_report
 
     t = _tables(tables_dir)
-    figures = {p.stem: p for p in sorted(Path(figures_dir).glob("*.png"))}
+    pngs = {name: Path(figures_dir) / f"{name}.png" for name in workloads.get(config["workload"]).figures}
+    figures = {name: png for name, png in pngs.items() if png.exists()}
     render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out), methodology=methodology(config))

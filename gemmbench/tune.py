@@ -43,12 +43,11 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
 
 
 def key(variant: registry.Variant, mode: str, settings: dict) -> str:
-    """What a tuning result depends on: the kernel sources, the search space and the tune settings."""
+    """What a tuning result depends on: the kernel sources, the search space and the tune settings (`settings`)."""
     digest = hashlib.sha256()
     for path in variant.source_files:
         digest.update(Path(path).read_bytes())
-    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space,
-                              "settings": {k: settings[k] for k in ("trials", "seed", "sizes")}},
+    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space, "settings": settings},
                              sort_keys=True, default=list).encode())
     return digest.hexdigest()[:16]
 

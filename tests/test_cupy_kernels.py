@@ -133,8 +133,8 @@ def test_committed_h200_tuning_matches_the_current_sources():
     """A stale committed result would silently trigger a search on every H200: re-tune and commit it."""
     from gemmbench import config
 
-    settings = config.validate({})["tune"]
+    defaults = config.validate({})["tune"]
     for rung in RUNGS:
         variant = RUNG_VARIANTS[rung.name]
         path = tune.committed_path("nvidia-h200", variant, "fp32")
-        assert tune.reusable(path, tune.key(variant, "fp32", settings)), f"{path} is stale"
+        assert tune.reusable(path, tune.key(variant, "fp32", tune.settings(defaults, variant))), f"{path} is stale"

@@ -6,30 +6,23 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gemmbench import tune
 from kernels.tiles import cdiv
 from kernels.tvm import family
-from tests.test_cupy_kernels import NVCC
+from tests.test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
 SM90 = family.cuda_target("sm_90")
 SHAPES = [(64, 64, 64), (128, 96, 160), (33, 65, 17)]
 
 
 def params_for(file: str) -> dict:
-    """A schedule's defaults; for the tuned schedule, a record (a sample of its space when none is committed)."""
+    """A schedule's defaults; for the tuned schedule, a record (a sample of its space, as tuning would give)."""
     module = family.schedule_module(file)
-    if module.check(module.DEFAULTS) is None:
-        return module.DEFAULTS
-    committed = sorted(tune.COMMITTED.glob(f"*/tvm/{Path(file).stem}/fp32.json"))
-    if committed:
-        return next(iter(json.loads(committed[0].read_text())["classes"].values()))["params"]
-    return sampled_cuda_record(5)
+    return module.DEFAULTS if module.check(module.DEFAULTS) is None else sampled_cuda_record(5)
 
 
 def source_for(file: str, shape, params=None) -> tuple[str, object]:
@@ -37,18 +30,27 @@ def source_for(file: str, shape, params=None) -> tuple[str, object]:
     return family.cuda_source(sch, SM90), sch
 
 
+def run_on_cpu(sch, shape, target) -> None:
+    """Build the schedule for `target` (a CPU) and check C = A @ B on fresh inputs against fp64 NumPy."""
+    import tvm
+
+    m, n, k = shape
+    lib = tvm.compile(sch.mod, target=target)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
+    lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (33, 65, 17)], ids=str)
 @pytest.mark.parametrize("file", family.SCHEDULES)
 def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path):
     source, _ = source_for(file, shape)
-    (tmp_path / "k.cu").write_text(source)
-    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"),
-                           str(tmp_path / "k.cu")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert re.findall(r"Compiling entry function '(\w+)'", done.stderr) == [family.kernel_name(source)]
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", done.stderr)]
-    assert spills and not any(spills), done.stderr
+    report = nvcc_sm90(source.splitlines(), tmp_path, tmp_path, Path(file).stem)
+    assert re.findall(r"Compiling entry function '(\w+)'", report) == [family.kernel_name(source)]
+    assert_no_spills(report)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
@@ -74,17 +76,9 @@ def test_the_d2l_tiling_is_correct_on_the_cpu(shape):
     tiling, loop order, shared and local caches and write-back as on the GPU, with the block and thread loops
     run serially. What it cannot check is what needs real threads: barriers and the cooperative fetch's
     division of work between threads (their loop extents are checked by the launch test below)."""
-    import tvm
-
-    m, n, k = shape
     module = family.schedule_module("01_d2l.py")
     for params in (module.DEFAULTS, {"block_size": 8, "tx": 4, "ty": 8, "tk": 8}):
-        lib = tvm.compile(family.scheduled("01_d2l.py", params, shape, "llvm", bind=False).mod, target="llvm")
-        rng = np.random.default_rng(0)
-        a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
-        c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
-        lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
-        np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        run_on_cpu(family.scheduled("01_d2l.py", params, shape, "llvm", bind=False), shape, "llvm")
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)], ids=str)
@@ -124,19 +118,6 @@ def test_the_kernel_takes_only_the_three_pointers():
 
 METASCHEDULE = family.schedule_module("03_metaschedule.py")
 AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
-
-
-def run_on_cpu(sch, shape, target) -> None:
-    """Build the schedule for `target` (a CPU) and check C = A @ B on fresh inputs against fp64 NumPy."""
-    import tvm
-
-    m, n, k = shape
-    lib = tvm.compile(sch.mod, target=target)
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
-    c = tvm.runtime.tensor(np.full((m, n), np.nan, np.float32))
-    lib(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
-    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
 def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shapes_on_the_cpu(tmp_path):
@@ -188,11 +169,7 @@ def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
         sch = METASCHEDULE.schedule(family.matmul(*shape), params, SM90)
         grid, _ = family.launch_dims(sch)
         assert grid[0] * grid[1] * grid[2] == cdiv(shape[0], tile_i) * cdiv(shape[1], tile_j), shape
-        source = family.cuda_source(sch, SM90)
-        (tmp_path / "k.cu").write_text(source)
-        done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-3000:]
+        nvcc_sm90(family.cuda_source(sch, SM90).splitlines(), tmp_path, tmp_path, "metaschedule")
 
 
 def test_without_a_record_the_tuned_variant_says_what_is_missing():

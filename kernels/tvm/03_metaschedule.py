@@ -148,14 +148,18 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
         log.info("seeded the database with %d committed records (standing for %d trials)",
                  len(committed["records"]), committed["trials"])
     seeded = json.loads(seeded_path.read_text()) if seeded_path.exists() else {"records": 0, "stands_for": 0}
-    done = len(database) - seeded["records"] + seeded["stands_for"]
+
+    def recorded() -> int:  # the trials the database stands for
+        return len(database) - seeded["records"] + seeded["stands_for"]
+
+    done = recorded()
     if done < trials:
         log.info("MetaSchedule %s on %s: %d trials recorded, running %d more (progress: %s/logs)",
                  "x".join(map(str, shape)), target.export().get("arch", target.kind.name), done, trials - done, work_dir)
         ms.tune_tir(module, target, str(work_dir), max_trials_global=trials - done,
                     num_trials_per_iter=min(TRIALS_PER_ROUND, trials - done), database=database, seed=seed,
                     **_measurement(target, shape))
-        done = len(database) - seeded["records"] + seeded["stands_for"]
+        done = recorded()
     else:
         log.info("MetaSchedule %s: the database already stands for %d trials", "x".join(map(str, shape)), done)
     best = database.get_top_k(workload, SEED_RECORDS)
