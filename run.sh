@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up (once) and run the main job: `./run.sh` (extra arguments go to snakemake, e.g. ./run.sh --configfile config/cpu.yaml).
-# With a GPU it runs the default experiment; without one it runs the CPU families on a small default and says so.
+# Set up (once) and run the main job: `./run.sh` (extra arguments go to snakemake, e.g. ./run.sh --configfile my.yaml).
+# With a GPU it runs the default experiment (config/config.yaml); without one, and without a --configfile, the CPU
+# default (config/cpu.yaml), and says so. Run it again after an interruption: it continues where the run stopped.
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ ! -x .venv/bin/snakemake ] || [ requirements.txt -nt .venv/.installed ]; then
@@ -9,4 +10,28 @@ if [ ! -x .venv/bin/snakemake ] || [ requirements.txt -nt .venv/.installed ]; th
   .venv/bin/pip install --quiet -r requirements.txt
   touch .venv/.installed
 fi
-exec .venv/bin/snakemake --cores all "$@"
+
+# Config files are checked here, in one line each, before Snakemake reads them (its own errors are tracebacks).
+configs=()
+collecting=0
+for arg in "$@"; do
+  case "$arg" in
+    --configfile | --configfiles) collecting=1 ;;
+    --configfile=* | --configfiles=*) configs+=("${arg#*=}"); collecting=0 ;;
+    -*) collecting=0 ;;
+    *) if [ "$collecting" = 1 ]; then configs+=("$arg"); fi ;;
+  esac
+done
+if [ ${#configs[@]} -gt 0 ]; then
+  .venv/bin/python -m gemmbench check-config "${configs[@]}" || exit 2
+fi
+
+default=()
+if [ ${#configs[@]} -eq 0 ] && ! .venv/bin/python -c "from gemmbench.plan import gpu_count; exit(gpu_count() == 0)"; then
+  echo "========================================================================================" >&2
+  echo "  NO GPU VISIBLE: running the CPU default (config/cpu.yaml), the CPU families at sizes a" >&2
+  echo "  CPU finishes in a few minutes. On a GPU box the same command runs config/config.yaml." >&2
+  echo "========================================================================================" >&2
+  default=(--configfile config/cpu.yaml)
+fi
+exec .venv/bin/snakemake --cores all "${default[@]}" "$@"

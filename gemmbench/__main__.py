@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +36,10 @@ def cmd_run(args) -> int:
         raise ConfigError(f"unknown variant {args.variant!r}; `python -m gemmbench list` names them")
     workload = known[args.variant].workload
     if args.shape:
-        shape = plan.Shape.parse(args.shape, workload)
+        try:
+            shape = plan.Shape.parse(args.shape, workload)
+        except ValueError as exc:
+            raise ConfigError(f"--shape: {exc}") from None
     elif workload == "gemm":
         shape = plan.Shape.of("gemm", (args.size,) * 3)
     else:
@@ -56,10 +60,9 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{args.variant} cannot run here (device {device}{': ' + reason if reason else ''})")
     with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
         tmp = Path(tmp)
-        stages.build(cfg, args.variant, args.mode, tmp / "build.d", tmp / "build.json")
-        stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "build.d", tmp / "validate.json")
-        row = stages.bench(cfg, args.variant, args.mode, shape.label, tmp / "build.json", tmp / "validate.json",
-                           tmp / "build.d", tmp / "bench.json")
+        stages.build(cfg, args.variant, args.mode, tmp / "build.json")
+        stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json")
+        row = stages.bench(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json", tmp / "bench.json")[0]
     flops = workloads.get(workload).flops(sizes)
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
@@ -67,6 +70,13 @@ def cmd_run(args) -> int:
               f"host median {row['host_median_s'] * 1e3:.4f} ms, {row['samples']} samples, "
               f"rel error {row['rel_error']:.3g}, throttled: {row['throttled']} {row.get('throttle_reasons') or ''}")
     return 0 if row["status"] == "ok" else 1
+
+
+def cmd_check_config(args) -> int:
+    """Each file readable as a YAML mapping (run.sh asks before Snakemake reads them, whose errors are tracebacks)."""
+    for path in args.files:
+        gemmbench_config.read(path)
+    return 0
 
 
 def cmd_compare(args) -> int:
@@ -101,26 +111,56 @@ def cmd_compare(args) -> int:
     return 0 if both.diff_pct.abs().max() <= args.tolerance_pct else 1
 
 
+def positive_int(text: str) -> int:
+    if not re.fullmatch(r"\d+", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
+def shape_text(text: str) -> str:
+    if not re.fullmatch(r"\d+(x\d+)+", text) or any(int(x) < 1 for x in text.split("x")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape: positive sizes joined by x, e.g. 1000x999x1001")
+    return text
+
+
+def _attach_values(argv: list[str]) -> list[str]:
+    """`--shape -1x2x3` would reach argparse as two options; joined as `--shape=-1x2x3`, its value is checked."""
+    out, rest = [], list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("--shape", "--size") and rest and rest[0].startswith("-"):
+            arg = f"{arg}={rest.pop(0)}"
+        out.append(arg)
+    return out
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line naming the flag and the value, not the usage block
+        self.exit(2, f"error: {message}\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gemmbench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m gemmbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="registered variants").set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="build, validate and time one variant at one size")
     run.add_argument("variant", help="family/name, e.g. cublas/gemm (see `list`)")
     run.add_argument("--mode", default="fp32", choices=["fp32", "tf32"])
-    run.add_argument("--size", type=int, default=1024)
-    run.add_argument("--shape", help="MxNxK instead of a square --size (b2b variants: MxK0xN0xN1)")
+    run.add_argument("--size", type=positive_int, default=1024)
+    run.add_argument("--shape", type=shape_text, help="MxNxK instead of a square --size (b2b variants: MxK0xN0xN1)")
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])
     run.set_defaults(func=cmd_run)
+    check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")
+    check.add_argument("files", nargs="+")
+    check.set_defaults(func=cmd_check_config)
     compare = sub.add_parser("compare", help="per-point agreement of two summary.csv files")
     compare.add_argument("a")
     compare.add_argument("b")
     compare.add_argument("--min-size", type=int, default=1024)
     compare.add_argument("--tolerance-pct", type=float, default=2.0, help="exit 1 if any point differs more")
     compare.set_defaults(func=cmd_compare)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     logs.setup()
     try:
         return args.func(args)

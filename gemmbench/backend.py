@@ -4,10 +4,13 @@ Both backends offer the same operations, so validation and timing are one code p
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import socket
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -74,7 +77,26 @@ class Backend:
     def telemetry(self) -> dict:
         return {}
 
-    def facts(self) -> dict:
+    COPY_BYTES = 256 << 20
+
+    def facts(self, cache_dir: str | None = None) -> dict:
+        """What the device is, and its measured copy bandwidth: measured once per device (and driver) and kept in
+        `cache_dir`, so the many workers of a run do not each spend a second on it."""
+        facts = self.identity()
+        key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{facts['gpu_uuid']}-{facts.get('driver', '')}")
+        path = Path(cache_dir) / "devices" / f"{key}.json" if cache_dir else None
+        if path and path.exists():
+            facts["copy_bandwidth_gbps"] = json.loads(path.read_text())["copy_bandwidth_gbps"]
+        else:
+            facts["copy_bandwidth_gbps"] = copy_bandwidth_gbps(self, self.COPY_BYTES)
+            if path:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"copy_bandwidth_gbps": facts["copy_bandwidth_gbps"]}))
+                tmp.replace(path)
+        return facts
+
+    def identity(self) -> dict:
         return {
             "device": "cpu",
             "gpu": cpu_model(),
@@ -83,7 +105,6 @@ class Backend:
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
             "peak_tflops": {},
-            "copy_bandwidth_gbps": copy_bandwidth_gbps(self, 256 << 20),
             "versions": library_versions(),
         }
 
@@ -109,7 +130,7 @@ def library_versions() -> dict:
     return versions
 
 
-def copy_bandwidth_gbps(backend, nbytes: int = 1 << 30, repeats: int = 5) -> float:
+def copy_bandwidth_gbps(backend, nbytes: int, repeats: int = 5) -> float:
     """Measured device-memory ceiling: bytes read plus written by a large copy, best of a few."""
     xp = backend.xp
     src = xp.ones(nbytes // 4, dtype=xp.float32)
@@ -182,7 +203,9 @@ class CudaBackend(Backend):
     def telemetry(self) -> dict:
         return _nvml_snapshot(self._nvml) if self._nvml else {}
 
-    def facts(self) -> dict:
+    COPY_BYTES = 1 << 30
+
+    def identity(self) -> dict:
         import pynvml
 
         runtime = self.cupy.cuda.runtime
@@ -208,7 +231,6 @@ class CudaBackend(Backend):
             "memory_bytes": props["totalGlobalMem"],
             "peak_tflops": {mode: sm_count * rate * max_clock * 1e6 / 1e12
                             for mode, rate in FLOP_PER_CLOCK_PER_SM.get(cc, {}).items()},
-            "copy_bandwidth_gbps": copy_bandwidth_gbps(self),
             "versions": versions,
         }
 

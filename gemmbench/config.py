@@ -73,9 +73,20 @@ def validate(config: dict | None) -> dict:
     return config
 
 
-def load(path: str | Path) -> dict:
+def read(path: str | Path) -> dict:
+    """A config file's keys, or a ConfigError that says in one line why it cannot be one."""
     try:
         raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path}: cannot be read as text ({type(exc).__name__}: {exc})") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
-    return validate(raw)
+        raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of config keys, found {type(raw).__name__}")
+    return raw or {}
+
+
+def load(path: str | Path) -> dict:
+    return validate(read(path))

@@ -154,3 +154,11 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
     if cap and max(shape.sizes.values()) > cap:
         return f"above the configured size cap for {name} (max_size {cap})"
     return variant.unsupported(*shape.sizes.values(), params(config, variant))
+
+
+def figures(config: dict, variants) -> list[str]:
+    """The report's figures for this plan: those that compare with cuBLAS only where it runs (a CPU-only run would
+    draw them empty)."""
+    workload = workloads.get(config["workload"])
+    with_cublas = any(v.family == "cublas" for v in variants)
+    return [name for name in workload.figures if with_cublas or name not in workload.compared]

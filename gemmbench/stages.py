@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
+
 from gemmbench import backend as backends
 from gemmbench import gpus, plan, tune as tuning, workloads
 from gemmbench.supervise import run_task
+from gemmbench.task import Point, Task
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -35,13 +38,18 @@ def _variant(config: dict, key: str) -> registry.Variant:
     return registry.load(config["variant_modules"])[key]
 
 
-def _task(kind: str, config: dict, variant: registry.Variant, mode: str, cache_dir, points: list[dict],
-          classes: dict | None = None) -> dict:
-    return {"kind": kind, "variant": variant.key, "variant_modules": config["variant_modules"],
-            "device": variant.device, "mode": mode, "params": plan.params(config, variant), "classes": classes,
-            "cache_dir": str(cache_dir), "points": points, "tolerance": config["tolerance"][mode],
-            "timing": {**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
-            "cache": config["cache"]}
+def _task(kind: str, config: dict, variant: registry.Variant, mode: str, points: list[Point],
+          classes: dict | None = None) -> Task:
+    return Task(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]), device=variant.device,
+                mode=mode, params=plan.params(config, variant), classes=classes, cache_dir=str(cache_dir(config)),
+                points=points, tolerance=config["tolerance"][mode],
+                timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
+                cache=config["cache"])
+
+
+def cache_dir(config: dict) -> Path:
+    """Compiled kernels and device facts, shared by every job and process (results/cache unless configured)."""
+    return Path(config["cache_dir"]).resolve()
 
 
 def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
@@ -52,7 +60,7 @@ def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
             "seed": backends.seed_for(config["seed"], *shape.sizes.values())}
 
 
-def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
+def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
     when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
     variant = _variant(config, key)
@@ -69,20 +77,19 @@ def tune(config: dict, key: str, mode: str, gpu: str, cache_dir, out) -> dict:
         record = _autotune(variant, mode, gpu, settings, expected, committed, out)
         write_json(out, record)
         return record
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
     candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
-    points = [{"m": n, "n": n, "k": n, "size": n, "params": params, "seed": backends.seed_for(config["seed"], n, n, n)}
+    points = [Point({"m": n, "n": n, "k": n}, backends.seed_for(config["seed"], n, n, n), params, n)
               for n in settings["sizes"] for params in candidates]
     log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials)", key, mode, len(candidates),
              settings["sizes"], gpu, len(points))
 
     def describe(i):
-        changed = {k: v for k, v in points[i]["params"].items() if v != candidates[0].get(k)}
-        return f"tune {key} n={points[i]['size']} {changed or 'defaults'}"
+        changed = {k: v for k, v in points[i].params.items() if v != candidates[0].get(k)}
+        return f"tune {key} n={points[i].size_class} {changed or 'defaults'}"
 
-    task = _task("tune", config, variant, mode, cache_dir, points)
+    task = _task("tune", config, variant, mode, points)
     rows, _ = run_task(task, config["timing"]["point_timeout_s"], describe)
-    trials = [{"size": p["size"], "params": p["params"], **{k: r.get(k) for k in (
+    trials = [{"size": p.size_class, "params": p.params, **{k: r.get(k) for k in (
         "status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")}}
               for p, r in zip(points, rows)]
     classes = tuning.best_per_class(trials, settings["sizes"])
@@ -116,51 +123,49 @@ def _autotune(variant, mode: str, gpu: str, settings: dict, expected: str, commi
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings, "classes": classes}
 
 
-def build(config: dict, key: str, mode: str, cache_dir, out, tuning_path=None) -> dict:
+def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     variant = _variant(config, key)
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
     tuned = read_json(tuning_path)["classes"] if tuning_path else {}
     classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
-    task = _task("build", config, variant, mode, cache_dir, [{}], classes)
+    task = _task("build", config, variant, mode, [Point({}, 0)], classes)
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
-           "params": json.dumps(plan.params(config, variant)), "tuned": json.dumps(classes) if classes else "", **row}
+           "params": plan.params(config, variant), "tuned": classes, **row}
     write_json(out, row)
     return row
 
 
-def _classes(built: dict) -> dict | None:
-    """The tuned parameters per size class a build was made with (None: the configured parameters)."""
-    return json.loads(built["tuned"]) if built.get("tuned") else None
-
-
-def _run_points(kind, config, variant, mode, cache_dir, shapes, blocked, classes) -> tuple[list[dict], list[dict]]:
+def _run_points(kind, config, variant, mode, shapes, blocked, classes, keep=lambda i, row, device: None
+                ) -> tuple[list[dict], list[dict]]:
     """Rows for `shapes`, and the facts of the device they ran on (none if no point ran). A point the plan skips
     (size cap, shape the variant declares unsupported) or that `blocked(shape)` stops with a (status, message)
-    gets that row; the others run in a supervised worker."""
-    rows, todo, labels, devices = [], [], [], []
-    for shape in shapes:
+    gets that row; the others run in one supervised worker, and `keep(i, row, device)` sees each of their rows
+    (i: its index in `shapes`) as it arrives."""
+    rows, todo, devices = [], [], []
+    for i, shape in enumerate(shapes):
         row = _base_row(config, variant, mode, shape)
         skip = plan.skip_reason(config, variant, shape)
         outcome = ("skipped", skip) if skip else blocked(shape)
         if outcome:
             row.update(zip(("status", "message"), outcome))
         else:
-            todo.append(row)
-            labels.append(shape.label)
+            todo.append(i)
         rows.append(row)
     if todo:
-        task = _task(kind, config, variant, mode, cache_dir, todo, classes)
-        describe = lambda i: f"{kind} {variant.key} {mode} {labels[i]}"  # noqa: E731
-        results, device = run_task(task, config["timing"]["point_timeout_s"], describe)
-        where = {k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}
-        for row, result in zip(todo, results):
-            row.update(result, **where)
+        points = [Point(shapes[i].sizes, rows[i]["seed"]) for i in todo]
+        task = _task(kind, config, variant, mode, points, classes)
+        describe = lambda j: f"{kind} {variant.key} {mode} {shapes[todo[j]].label}"  # noqa: E731
+
+        def arrived(j, result, device):
+            rows[todo[j]].update(result, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}))
+            keep(todo[j], rows[todo[j]], device)
+
+        _, device = run_task(task, config["timing"]["point_timeout_s"], describe, arrived)
         devices = [device] if device else []
     return rows, devices
 
 
-def validate(config: dict, key: str, mode: str, build_path, cache_dir, out) -> list[dict]:
+def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
     """Every sweep size and awkward shape, on fresh inputs with NaN-poisoned outputs, vs an fp64 reference."""
     variant, built = _variant(config, key), read_json(build_path)
 
@@ -169,31 +174,79 @@ def validate(config: dict, key: str, mode: str, build_path, cache_dir, out) -> l
             return "error", f"build failed: {built['message']}"
         return None
 
-    rows, devices = _run_points("validate", config, variant, mode, cache_dir, plan.validation_shapes(config), blocked,
-                                _classes(built))
+    rows, devices = _run_points("validate", config, variant, mode, plan.validation_shapes(config), blocked,
+                                built.get("tuned"))
     write_json(out, {"rows": rows, "devices": devices})
     return rows
 
 
-def bench(config: dict, key: str, mode: str, shape_label: str, build_path, validation_path, cache_dir, out) -> dict:
-    """One point, timed only if it passed validation at this shape."""
+
+
+def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -> list[dict]:
+    """Every sweep point of one variant and mode in one worker (one import, one context, one compile per kernel),
+    each timed only if it passed validation at its shape. Each point's row is kept in <out without .json>/<shape>.json
+    as soon as it is measured, with a key of everything that determines it (the build, its validation, the timing
+    settings): a rerun (after a kill, say) reuses the ok rows whose key still matches and measures only the rest
+    (points that ended in error, timeout or oom are measured again)."""
     variant, built = _variant(config, key), read_json(build_path)
-    shape = plan.Shape.parse(shape_label, variant.workload)
-    check = next((r for r in read_json(validation_path)["rows"] if all(r.get(a) == v for a, v in shape.dims)), None)
+    checked = read_json(validation_path)["rows"]
+    shapes = plan.sweep_shapes(config)
+    points_dir = Path(out).with_suffix("")
+
+    def check(shape):
+        return next((r for r in checked if all(r.get(a) == v for a, v in shape.dims)), None)
+
+    def point_key(shape) -> str:
+        return tuning.digest({"build": built, "validation": check(shape), "timing": config["timing"],
+                              "cache": config["cache"], "seed": config["seed"]})
+
+    kept = {}
+    for shape in shapes:
+        path = points_dir / f"{shape.label}.json"
+        record = read_json(path) if path.exists() else None
+        if record and record.get("key") == point_key(shape) and record["rows"][0]["status"] == "ok":
+            kept[shape.label] = record
+    if kept:
+        log.info("%s %s: %d of %d points kept from an earlier run (%s)", key, mode, len(kept), len(shapes), points_dir)
 
     def blocked(shape):
-        if check is None:
+        if shape.label in kept:
+            return "kept", ""
+        found = check(shape)
+        if found is None:
             return "skipped", "not benchmarked: this shape was not validated"
-        if check["status"] != "ok":
-            return "skipped", f"not benchmarked: validation {check['status']}: {check['message']}"
+        if found["status"] != "ok":
+            return "skipped", f"not benchmarked: validation {found['status']}: {found['message']}"
         return None
 
-    rows, devices = _run_points("bench", config, variant, mode, cache_dir, [shape], blocked, _classes(built))
-    row = rows[0]
-    if check:
-        row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
-    write_json(out, {"rows": [row], "devices": devices})
-    return row
+    arrivals = [(time.perf_counter(), None)]  # (when, row): each measured row as it arrived
+
+    def keep(i, row, device):
+        found = check(shapes[i])
+        if found:
+            row.update({k: found.get(k) for k in ("rel_error", "max_abs_error")})
+        write_json(points_dir / f"{shapes[i].label}.json",
+                   {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else []})
+        arrivals.append((time.perf_counter(), row))
+
+    rows, devices = _run_points("bench", config, variant, mode, shapes, blocked, built.get("tuned"), keep)
+    _log_overhead(key, mode, arrivals)
+    for i, shape in enumerate(shapes):
+        if shape.label in kept:
+            rows[i], devices = kept[shape.label]["rows"][0], devices + kept[shape.label]["devices"]
+    write_json(out, {"rows": rows, "devices": list({d["gpu_uuid"]: d for d in devices}.values())})
+    return rows
+
+
+def _log_overhead(key: str, mode: str, arrivals: list[tuple]) -> None:
+    """What a point costs beyond its warm-up and sampling: the wall time since the row before, minus that time (the
+    first point also pays for the worker's start, imports and compiles)."""
+    outside = [(t - before) - row["measure_s"] for (before, _), (t, row) in zip(arrivals, arrivals[1:])
+               if row.get("measure_s") is not None]
+    if outside:
+        log.info("%s %s: %d points in %.1f s; outside warm-up and sampling: first point %.2f s (worker start, "
+                 "imports, compiles), median point %.2f s", key, mode, len(arrivals) - 1,
+                 arrivals[-1][0] - arrivals[0][0], outside[0], float(np.median(outside)))
 
 
 def _tables(tables_dir) -> dict:
@@ -204,12 +257,12 @@ def _tables(tables_dir) -> dict:
     return {**frames, "devices": read_json(tables_dir / "devices.json")}
 
 
-def plot(config: dict, tables_dir, figures_dir) -> dict:
+def plot(tables_dir, pngs: list) -> dict:
+    """The figures named by their PNG paths (the plot rule's outputs; SVGs beside them)."""
     from gemmbench.plots import plot_all
 
     t = _tables(tables_dir)
-    return plot_all(t["summary"], t["validation"], t["devices"], Path(figures_dir),
-                    workloads.get(config["workload"]).figures)
+    return plot_all(t["summary"], t["validation"], t["devices"], Path(pngs[0]).parent, [Path(p).stem for p in pngs])
 
 
 def methodology(config: dict) -> dict:
@@ -218,9 +271,12 @@ def methodology(config: dict) -> dict:
         "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage in every mode)",
         "Device time": "CUDA events around one launch queued behind a spinning kernel (as nvbench does), "
                        "so the host's launch overhead is excluded; CPU variants: wall time per call",
-        "Host time": "wall time of one call including launch and synchronisation, recorded beside it",
-        "Sampling": f"at least {timing['warmup_runs']} warm-up launches and {timing['warmup_s']} s of warm-up "
-                    f"(clocks settle under load), then samples until the 95% confidence half-width "
+        "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
+                     "launches after the first",
+        "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
+                    f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
+                    f"points back to back, so only its first point waits that long), then samples until the 95% "
+                    f"confidence half-width "
                     f"of the median is below {timing['rel_precision']:.2%} of it (at least {timing['min_samples']} samples "
                     f"adding up to {timing['min_time_s']} s, "
                     f"at most {timing['max_samples']} samples, {timing['budget_s']} s budget per point)",
@@ -237,12 +293,12 @@ def methodology(config: dict) -> dict:
     }
 
 
-def report(config: dict, tables_dir, figures_dir, out) -> None:
+def report(config: dict, tables_dir, pngs: list, out) -> None:
+    """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
     from gemmbench.report import render_report
 
     t = _tables(tables_dir)
-    pngs = {name: Path(figures_dir) / f"{name}.png" for name in workloads.get(config["workload"]).figures}
-    figures = {name: png for name, png in pngs.items() if png.exists()}
+    figures = {Path(png).stem: Path(png) for png in pngs}
     render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out), methodology=methodology(config))

@@ -14,8 +14,16 @@ import time
 from pathlib import Path
 
 from gemmbench import ROOT, gpus
+from gemmbench.task import Task
 
 log = logging.getLogger("gemmbench")
+
+
+def artifact_caches(cache_dir: str) -> dict:
+    """Where the libraries that compile kernels keep what they compiled, so that every job and process of a run
+    (and the next run) reuses it: CuPy's NVRTC cubins and Numba's CUDA kernels, each keyed by the library on
+    source, options, compiler and architecture. (TVM's generated source goes to cache_dir/tvm, by the family.)"""
+    return {"CUPY_CACHE_DIR": str(Path(cache_dir) / "cupy"), "NUMBA_CACHE_DIR": str(Path(cache_dir) / "numba")}
 
 
 def _read_events(stream, events: queue.Queue) -> None:
@@ -32,17 +40,19 @@ def _stderr_tail(path: Path, limit: int = 1500) -> str:
     return text[-limit:]
 
 
-def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> tuple[list[dict], dict | None]:
+def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
+             on_row=lambda i, row, device: None) -> tuple[list[dict], dict | None]:
     """One row per point of `task`, in order, and the facts of the device the worker ran on (validate and bench
-    tasks; None if no worker got that far). Each point (and the build) gets `timeout_s` before it is killed."""
-    count = len(task["points"])
+    tasks; None if no worker got that far). Each point (and the build) gets `timeout_s` before it is killed.
+    `on_row(i, row, device)` is called as each row arrives, so a caller can keep it before the next one runs."""
+    count = len(task.points)
     rows: dict[int, dict] = {}
     device = None
-    with gpus.pinned(task["device"]) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
-        env = {**os.environ, **pin,
+    with gpus.pinned(task.device) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+        env = {**os.environ, **pin, **artifact_caches(task.cache_dir),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
-        task_path.write_text(json.dumps(task))
+        task.save(task_path)
         start = 0
         while start < count:
             with open(stderr_path, "w") as stderr:
@@ -73,6 +83,7 @@ def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> tuple[l
                     current = event["index"]
                 elif event["event"] == "row":
                     rows[event["index"]] = event["row"]
+                    on_row(event["index"], event["row"], device)
                     log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
                              event["row"]["status"], event["row"]["message"][:200])
             # A failure before any point started (build, import) hits every remaining point, one during a point
@@ -80,6 +91,7 @@ def run_task(task: dict, timeout_s: float, describe=lambda i: str(i)) -> tuple[l
             lost = [i for i in range(start, count) if i not in rows]
             for i in (lost if current is None else [current] if current in lost else []):
                 rows[i] = dict(failed)
+                on_row(i, rows[i], device)
                 log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"], failed["message"][:300])
             start = max(rows) + 1 if rows else count
     return [rows[i] for i in range(count)], device

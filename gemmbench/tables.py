@@ -13,7 +13,7 @@ from gemmbench.workloads import SHAPE_COLUMNS
 from kernels.b2b import UNFUSED_PREFIX
 
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
-SAMPLE_COLUMNS = ("sample_device_s", "sample_host_s")
+SAMPLE_COLUMNS = {"sample_device_s": "device", "warmup_host_s": "host"}  # row field -> timer in the samples table
 
 
 def _rows(paths) -> list[dict]:
@@ -108,12 +108,18 @@ def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[s
 
 
 def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
+    """Every timed launch: the sampled device times, and the host times of the warm-up launches before them."""
     records = []
     for row in bench_rows:
         ident = {k: row.get(k) for k in ("gpu", "gpu_uuid", "workload", "family", "variant", "mode", *SHAPE_COLUMNS)}
-        for i, (device_s, host_s) in enumerate(zip(row.get("sample_device_s") or [], row.get("sample_host_s") or [])):
-            records.append({**ident, "sample": i, "device_s": device_s, "host_s": host_s})
+        for field, timer in SAMPLE_COLUMNS.items():
+            records += [{**ident, "timer": timer, "sample": i, "seconds": s} for i, s in enumerate(row.get(field) or [])]
     return _frame(records, "samples")
+
+
+def _plain(record: dict) -> dict:
+    """Nested values (parameters, per-class facts) as JSON text: one table cell each."""
+    return {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in record.items()}
 
 
 def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
@@ -125,7 +131,7 @@ def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
         "summary": summary_table(bench_rows, facts),
         "samples": samples_table(bench_rows),
         "validation": _frame(_rows(validation_paths), "validation"),
-        "builds": _frame([json.loads(Path(p).read_text()) for p in build_paths], "builds"),
+        "builds": _frame([_plain(json.loads(Path(p).read_text())) for p in build_paths], "builds"),
     }
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

@@ -31,12 +31,10 @@ class Sampler:
     budget_s: float
     min_time_s: float = 0.0
     device_s: list = field(default_factory=list)
-    host_s: list = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, device_s: float, host_s: float) -> None:
+    def add(self, device_s: float) -> None:
         self.device_s.append(device_s)
-        self.host_s.append(host_s)
 
     @property
     def converged(self) -> bool:
@@ -55,7 +53,6 @@ class Sampler:
         device = np.asarray(self.device_s)
         return {
             "median_s": float(np.median(device)),
-            "host_median_s": float(np.median(self.host_s)),
             "min_s": float(device.min()),
             "samples": len(device),
             "median_ci_rel": median_ci_rel(device),
@@ -63,26 +60,25 @@ class Sampler:
         }
 
 
-def warm_up(backend, run, runs: int, seconds: float = 0.0) -> None:
-    """Launches before sampling: JIT, module load and handles settle, and long enough (`seconds`) for the
-    clocks to reach their steady state under this load (a power-capped GPU slows down within a second)."""
-    start = time.perf_counter()
-    done = 0
-    while done < runs or time.perf_counter() - start < seconds:
-        run()
-        backend.synchronize()
-        done += 1
+def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | None = None) -> list[float]:
+    """Launches before sampling, each synchronised and timed on the host (the host time per call, launch and
+    synchronisation included): JIT, module load and handles settle, and the device has been busy for `seconds` so
+    that clocks reach their steady state under load (a power-capped GPU slows down within a second). `busy_since`
+    (time.perf_counter) is when the device's current stretch of work began, when a worker kept it busy before this
+    point; the seconds count from there. Returns the host time of each launch."""
+    start = time.perf_counter() if busy_since is None else busy_since
+    host_s = []
+    while len(host_s) < runs or time.perf_counter() - start < seconds:
+        host_s.append(backend.host_time(run))
+    return host_s
 
 
 def sample(backend, run, timing: dict, cache: str) -> Sampler:
-    """Device time (launch overhead excluded) and host time per call, until the median is stable."""
+    """Device time per call (launch overhead excluded) until the median is stable."""
     sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
                       timing["min_time_s"])
     while not sampler.done:
         if cache == "cold":
             backend.flush_cache()
-        device_s = backend.device_time(run)
-        if cache == "cold":
-            backend.flush_cache()
-        sampler.add(device_s, backend.host_time(run))
+        sampler.add(backend.device_time(run))
     return sampler

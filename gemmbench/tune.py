@@ -52,6 +52,11 @@ def key(variant: registry.Variant, mode: str, settings: dict) -> str:
     return digest.hexdigest()[:16]
 
 
+def digest(data) -> str:
+    """A short content hash of plain JSON data."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def committed_path(gpu: str, variant: registry.Variant, mode: str) -> Path:
     return COMMITTED / gpu / variant.family / variant.name / f"{mode}.json"
 

@@ -13,8 +13,11 @@ import sys
 import time
 import traceback
 
+import numpy as np
+
 from gemmbench import backend as backends
 from gemmbench import checking, timing, tune, workloads
+from gemmbench.task import Point, Task
 from kernels import registry
 
 FATAL_EXIT = 3
@@ -56,12 +59,12 @@ def build_once(variant, mode: str, params: dict, cache_dir) -> tuple:
 
 
 class Builds:
-    """The task's parameters, or one parameter set per tuned size class (task["classes"]), each built when
-    first needed (a bench job needs one class)."""
+    """The task's parameters, or one parameter set per tuned size class (task.classes), each built when first
+    needed."""
 
-    def __init__(self, variant, task):
-        self.variant, self.mode, self.cache_dir = variant, task["mode"], task["cache_dir"]
-        self.params = {size: {**task["params"], **params} for size, params in (task.get("classes") or {"": {}}).items()}
+    def __init__(self, variant, task: Task):
+        self.variant, self.mode, self.cache_dir = variant, task.mode, task.cache_dir
+        self.params = {size: {**task.params, **params} for size, params in (task.classes or {"": {}}).items()}
 
     def get(self, size: str) -> tuple[dict, object]:
         try:
@@ -72,49 +75,72 @@ class Builds:
             raise BuildFailed(f"build failed: {type(built).__name__}: {built}") from built
         return self.params[size], built
 
-    def for_point(self, point) -> tuple[dict, object]:
-        return self.get("" if "" in self.params else tune.pick(self.params, point["m"], point["n"], point["k"]))
+    def for_point(self, point: Point) -> tuple[dict, object]:
+        return self.get("" if "" in self.params else tune.pick(self.params, *point.sizes.values()))
 
 
-def build_row(variant, task, backend) -> dict:
+def build_row(variant, task: Task, backend) -> dict:
     start = time.perf_counter()
     builds = Builds(variant, task)
     by_class = {size: builds.get(size)[1] for size in builds.params}
     backend.synchronize()
     # The largest class's facts stand for the build; every class's facts are kept beside them.
     facts = {"compile_s": time.perf_counter() - start, **by_class[max(by_class, key=lambda size: int(size or 0))].facts}
-    if task.get("classes"):  # their parameters are in the build record's `tuned` column
-        facts["classes"] = json.dumps({size: b.facts for size, b in by_class.items()})
-    return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.get("classes") else ""), **facts}
+    if task.classes:  # their parameters are in the build record's `tuned` field
+        facts["classes"] = {size: b.facts for size, b in by_class.items()}
+    return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.classes else ""), **facts}
 
 
-def _problem(variant, backend, point) -> tuple[list, object, object]:
+def _problem(variant, backend, point: Point) -> tuple[list, object, object]:
     """Fresh inputs for the point's shape (from its seed), a NaN-poisoned output, and the workload's definition."""
     workload = workloads.get(variant.workload)
-    sizes = {axis: point[axis] for axis in workload.axes}
-    return (backend.inputs(workload.operands(sizes), point["seed"]), backend.poisoned_output(workload.output(sizes)),
-            workload)
+    return (backend.inputs(workload.operands(point.sizes), point.seed),
+            backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
-def validate_row(variant, chosen, backend, task, point) -> dict:
+def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
     operands, out, workload = _problem(variant, backend, point)
     variant.run(built.artifact, *operands, out)
     backend.synchronize()
     reference = workload.reference(backend.xp, [x.astype(backend.xp.float64) for x in operands])
     errors = backend.errors(reference, out)
-    status, message = checking.verdict(errors, task["tolerance"], out.size)
-    return {"status": status, "message": message, "tolerance": task["tolerance"], "params": json.dumps(params), **errors}
+    status, message = checking.verdict(errors, task.tolerance, out.size)
+    return {"status": status, "message": message, "tolerance": task.tolerance, "params": json.dumps(params), **errors}
 
 
-def bench_row(variant, chosen, backend, task, point) -> dict:
+class Load:
+    """When this worker's current stretch of device work began: points run back to back keep the device busy, so
+    the warm-up's seconds (clocks settling under load) are spent once per stretch, not once per point."""
+
+    IDLE_GAP_S = 0.25  # a pause longer than this (a compile, a crash's restart) starts a new stretch
+
+    def __init__(self):
+        self.since = self.last = None
+
+    def begin(self) -> float:
+        now = time.perf_counter()
+        if self.last is None or now - self.last > self.IDLE_GAP_S:
+            self.since = now
+        return self.since
+
+    def end(self) -> None:
+        self.last = time.perf_counter()
+
+
+LOAD = Load()
+
+
+def bench_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
     operands, out, _ = _problem(variant, backend, point)
     run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
-    timing.warm_up(backend, run, task["timing"]["warmup_runs"], task["timing"]["warmup_s"])
+    start = time.perf_counter()
+    host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin())
     before = backend.telemetry()
-    sampler = timing.sample(backend, run, task["timing"], task["cache"])
+    sampler = timing.sample(backend, run, task.timing, task.cache)
     after = backend.telemetry()
+    LOAD.end()
     summary = sampler.summary()
     slowdown = sorted(set(before.get("slowdown", [])) | set(after.get("slowdown", [])))
     clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
@@ -127,16 +153,19 @@ def bench_row(variant, chosen, backend, task, point) -> dict:
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
         "throttled": bool(slowdown) or clock_drop,
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
-        "sample_device_s": sampler.device_s, "sample_host_s": sampler.host_s, "params": json.dumps(params),
+        # the launches before the first timed one (one-time costs) tell nothing about a call's host time
+        "host_median_s": float(np.median(host_s[1:] or host_s)), "warmup_runs": len(host_s),
+        "measure_s": time.perf_counter() - start,  # warm-up and sampling
+        "sample_device_s": sampler.device_s, "warmup_host_s": host_s, "params": json.dumps(params),
     }
 
 
-def tune_row(variant, backend, task, point) -> dict:
+def tune_row(variant, backend, task: Task, point: Point) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
-    params = {**task["params"], **point["params"]}
-    built, compile_s = build_once(variant, task["mode"], params, task["cache_dir"])
+    params = {**task.params, **point.params}
+    built, compile_s = build_once(variant, task.mode, params, task.cache_dir)
     backend.synchronize()
-    row = {"size": point["size"], "params": point["params"], "compile_s": compile_s}
+    row = {"size": point.size_class, "params": point.params, "compile_s": compile_s}
     if isinstance(built, ValueError):  # a candidate lost, not a broken worker
         return {**row, "status": "rejected", "message": str(built)}
     row["registers"] = built.facts.get("registers")
@@ -147,7 +176,7 @@ def tune_row(variant, backend, task, point) -> dict:
         return {**row, "status": checked["status"], "message": checked["message"]}
     timed = bench_row(variant, (params, built), backend, task, point)
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
-            "tflops": workloads.get(variant.workload).flops(point) / timed["median_s"] / 1e12,
+            "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 
 
@@ -156,38 +185,37 @@ POINT_KINDS = {"validate": validate_row, "bench": bench_row}  # these run on the
 
 def main(task_path: str, start: int) -> int:
     send = _channel()
-    with open(task_path) as f:
-        task = json.load(f)
+    task = Task.load(task_path)
     try:
-        variant = registry.load(task["variant_modules"])[task["variant"]]
-        backend = backends.create(task["device"])
-        if task["kind"] == "build":
+        variant = registry.load(task.variant_modules)[task.variant]
+        backend = backends.create(task.device)
+        if task.kind == "build":
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
-        builds = None if task["kind"] == "tune" else Builds(variant, task)
+        builds = None if task.kind == "tune" else Builds(variant, task)
         # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here.
-        facts = backend.facts() if task["kind"] in POINT_KINDS else None
+        facts = backend.facts(task.cache_dir) if task.kind in POINT_KINDS else None
     except Exception as exc:  # nothing can run: every remaining point carries the reason
         traceback.print_exc()
         row = failure_row(exc)
         row["message"] = f"build failed: {row['message']}"
-        for i in range(start, len(task["points"])):
+        for i in range(start, len(task.points)):
             send(event="row", index=i, row=row)
         return 0
     send(event="ready", device=facts)
-    for i in range(start, len(task["points"])):
+    for i in range(start, len(task.points)):
         send(event="start", index=i)
         try:
-            point = task["points"][i]
-            if task["kind"] == "tune":
+            point = task.points[i]
+            if task.kind == "tune":
                 row = tune_row(variant, backend, task, point)
             else:
-                row = POINT_KINDS[task["kind"]](variant, builds.for_point(point), backend, task, point)
+                row = POINT_KINDS[task.kind](variant, builds.for_point(point), backend, task, point)
         except Exception as exc:
             traceback.print_exc()
             send(event="row", index=i, row=failure_row(exc))
-            if task["device"] == "cuda":
+            if task.device == "cuda":
                 return FATAL_EXIT
             continue
         send(event="row", index=i, row=row)

@@ -26,6 +26,7 @@ class Workload:
     flops: Callable[[dict], object]
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
+    compared: tuple[str, ...]  # those of them that compare with cuBLAS: drawn only where it runs
 
     def min_bytes(self, dims: dict):
         return ELEMENT_BYTES * sum(math.prod(s) for s in [*self.operands(dims), self.output(dims)])
@@ -49,7 +50,8 @@ WORKLOADS = {
         reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
         flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
         formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
-        figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error")),
+        figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"),
+        compared=("ladder", "pct_of_cublas")),
     "b2b": Workload(
         "b2b", ("m", "k0", "n0", "n1"),
         operands=lambda d: [(d["m"], d["k0"]), (d["k0"], d["n0"]), (d["n0"], d["n1"])],
@@ -58,7 +60,8 @@ WORKLOADS = {
         flops=lambda d: 2.0 * d["m"] * d["k0"] * d["n0"] + 2.0 * d["m"] * d["n0"] * d["n1"],
         formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
                 "without the m×n0 intermediate",
-        figures=("b2b_speedup", "roofline", "validation_error")),
+        figures=("b2b_speedup", "roofline", "validation_error"),
+        compared=("b2b_speedup",)),
 }
 
 

@@ -27,7 +27,8 @@ class Built:
 class Variant:
     """One registered implementation.
 
-    build(mode, params, cache_dir) -> Built     compile/prepare (cache_dir may hold artifacts)
+    build(mode, params, cache_dir) -> Built     compile/prepare; cache_dir (shared by every job and process of a run)
+                                                may keep compiled artifacts under keys of all that determines them
     run(artifact, *operands, out) -> None       compute out on the current stream, no sync (gemm: a, b, c)
     unsupported(*sizes, params) -> str | None   why a shape (its workload's axes in order) cannot run, or None
     space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)

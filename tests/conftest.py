@@ -17,7 +17,7 @@ def gpu_available() -> bool:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
-    config.addinivalue_line("markers", "slow: runs the whole Snakemake DAG")
+    config.addinivalue_line("markers", "slow: over a minute on a 2-core machine (CI runs them; -m 'not slow' skips)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,4 +49,4 @@ def snakemake(workdir: Path, *args, config: dict | None = None, timeout: float =
 
 @pytest.fixture
 def cpu_config() -> dict:
-    return yaml.safe_load((ROOT / "config" / "cpu.yaml").read_text())
+    return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())

@@ -187,18 +187,18 @@ def test_the_b2b_dag_runs_on_the_cpu_to_its_report(tmp_path):
     assert summary.n.isna().all() and sorted(summary.n0.unique()) == [64, 128]
     validation = pd.read_csv(tmp_path / "results/tables/validation.csv")
     assert len(validation) == 5 and (validation.status == "ok").all()
-    for figure in workloads.get("b2b").figures:
-        assert (tmp_path / f"reports/figures/{figure}.png").stat().st_size > 0
+    for figure in workloads.get("b2b").figures:  # a CPU run has no cuBLAS: the speedup figure is not drawn, not empty
+        assert (tmp_path / f"reports/figures/{figure}.png").exists() == (figure != "b2b_speedup")
     assert "b2b_unfused_numpy-blas" in (tmp_path / "reports/report.html").read_text()
 
 
 @pytest.mark.slow
-def test_a_b2b_dry_run_on_a_gpu_plans_every_combination(tmp_path):
+def test_a_b2b_dry_run_on_a_gpu_plans_every_variant_and_mode(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "device=cuda", "workload=b2b")
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
-    assert "results/bench/cupy/b2b_fused_mma/tf32/65536x64x64x64.json" in out
-    assert "results/bench/cublas/b2b_unfused/fp32/256x4096x256x256.json" in out
+    assert "results/bench/cupy/b2b_fused_mma/tf32.json" in out
+    assert "results/bench/cublas/b2b_unfused/fp32.json" in out
     assert "results/bench/cupy/b2b_fused_simt/tf32" not in out  # the FFMA rung has no tf32 mode
 
 

@@ -5,7 +5,7 @@ from gemmbench import config
 from gemmbench.config import ConfigError
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml", "test.yaml"])
 def test_shipped_configs_are_valid(name):
     cfg = config.load(ROOT / "config" / name)
     assert cfg["sizes"] and cfg["modes"]
@@ -27,6 +27,29 @@ def test_default_experiment_matches_the_brief():
     assert any(m != n != k != m for m, n, k in shapes), "a rectangular M≠N≠K shape"
     assert any(max(s) <= 8 for s in shapes), "a tiny shape"
     assert any(all(x % 16 for x in s) for s in shapes), "a shape that no tile divides"
+
+
+def test_the_cpu_default_runs_every_planned_point():
+    """What ./run.sh runs without a GPU: nothing planned is skipped, and no figure needs cuBLAS."""
+    from gemmbench import plan
+
+    cfg = config.load(ROOT / "config" / "cpu.yaml")
+    variants = plan.variants(cfg, "cpu")
+    assert {v.family for v in variants} == {"cpu"}
+    for variant in variants:
+        for shape in plan.validation_shapes(cfg):
+            assert plan.skip_reason(cfg, variant, shape) is None, (variant.key, shape)
+    assert plan.figures(cfg, variants) == ["tflops_vs_size", "roofline", "validation_error"]
+
+
+def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)))
+    for name, says in [("missing.yaml", "no such file"), ("list.yaml", "expected a mapping"),
+                       ("binary.yaml", "cannot be read as text")]:
+        with pytest.raises(ConfigError, match=says) as caught:
+            config.read(tmp_path / name)
+        assert "\n" not in str(caught.value) and name in str(caught.value)
 
 
 @pytest.mark.parametrize("bad, named", [
@@ -90,3 +113,21 @@ def test_command_line_strings_are_read_as_the_schema_types():
     assert cfg["timing"]["budget_s"] == 2.5 and cfg["max_size"] == {"cpu": 512}
     with pytest.raises(config.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
         config.validate({"sizes": ["big"]})
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--shape", "abc"], "--shape: 'abc' is not a shape"),
+    (["--shape", "0x5x5"], "--shape: '0x5x5' is not a shape"),
+    (["--shape", "-1x2x3"], "--shape: '-1x2x3' is not a shape"),
+    (["--shape", "5x5"], "--shape: shape '5x5': a gemm shape has 3 sizes"),
+    (["--size", "0"], "--size: '0' is not a positive whole number"),
+])
+def test_a_bad_shape_on_the_command_line_is_one_line_naming_the_flag_and_value(args, says, capsys):
+    from gemmbench.__main__ import main
+
+    try:
+        code = main(["run", "cpu/numpy-blas", *args])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and says in err and len(err.splitlines()) == 1, err

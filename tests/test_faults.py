@@ -5,18 +5,18 @@ from gemmbench import config, stages
 
 
 @pytest.fixture
-def cfg(cpu_config):
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 128], validation_shapes=[[7, 13, 5]])
+def cfg(cpu_config, tmp_path):
+    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 128], validation_shapes=[[7, 13, 5]],
+                      cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(point_timeout_s=5)
     return config.validate(cpu_config)
 
 
 def run_stages(cfg, tmp_path, key, size=32):
-    build = stages.build(cfg, key, "fp32", tmp_path / "cache", tmp_path / "build.json")
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "cache", tmp_path / "validate.json")
-    bench = stages.bench(cfg, key, "fp32", f"{size}x{size}x{size}", tmp_path / "build.json", tmp_path / "validate.json",
-                         tmp_path / "cache", tmp_path / "bench.json")
-    return build, {(r["m"], r["n"], r["k"]): r for r in rows}, bench
+    build = stages.build(cfg, key, "fp32", tmp_path / "build.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    benches = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "bench.json")
+    return build, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
 
 
 def test_wrong_kernel_is_caught_by_validation_and_not_benchmarked(cfg, tmp_path):
@@ -53,10 +53,10 @@ def test_size_cap_and_declared_limits_are_skipped_with_the_reason(cfg, tmp_path)
 
 
 def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_path, cpu_config):
-    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "sizes": [32, 64]})
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "sizes": [32, 64]},
+                      cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    record = stages.tune(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "c",
-                         tmp_path / "tune.json")
+    record = stages.tune(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune.json")
     statuses = {(t["size"], t["params"]["delay_ms"]): t["status"] for t in record["trials"]}
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}

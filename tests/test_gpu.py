@@ -22,10 +22,9 @@ def cuda():
 def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
     cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "sizes": [256, 1024],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
-    build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "c", tmp_path / "build.json")
+    build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "build.json")
     assert build["status"] == "ok" and build["cublas_version"] > 0
-    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "c",
-                           tmp_path / "validate.json")
+    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "validate.json")
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
@@ -85,9 +84,9 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
                            "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17],
                                                                  [1000, 999, 1001], [4096, 96, 8192], [2048, 2048, 2048]]})
     tuned = tune.committed_path("nvidia-h200", variant, "fp32")
-    build = stages.build(cfg, key, "fp32", tmp_path / "c", tmp_path / "build.json", tuned if tuned.exists() else None)
+    build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tuned if tuned.exists() else None)
     assert build["status"] == "ok", build["message"]
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
     assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
     assert any(r["status"] == "ok" for r in rows)
@@ -100,16 +99,16 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
     cfg = config.validate({"device": "cuda", "workload": "b2b", "families": [variant.family], "variants": [key],
                            "b2b": {"m": [4096], "k0": [64, 1000], "n0": [256], "n1": [64, 256]}})
     for mode in variant.modes:
-        build = stages.build(cfg, key, mode, tmp_path / "c", tmp_path / "build.json")
+        build = stages.build(cfg, key, mode, tmp_path / "build.json")
         assert build["status"] == "ok", build["message"]
-        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
         assert len(rows) == 4 + 7
         assert all(r["status"] == "ok" for r in rows), [(r["m"], r["k0"], r["n0"], r["n1"], r["message"]) for r in rows]
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
     cfg = config.validate({"device": "cuda", "tune": {"trials": 3, "sizes": [128, 512]}})
-    record = stages.tune(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "c", tmp_path / "tune.json")
+    record = stages.tune(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "tune.json")
     assert set(record["classes"]) == {"128", "512"} and len(record["trials"]) == 6
     for size, best in record["classes"].items():
         timed = [t for t in record["trials"] if t["size"] == int(size) and t["status"] == "ok"]
@@ -123,10 +122,10 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"], "sizes": [512],
                            "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
                            "tune": {"autotuner": {"trials": 16, "sizes": [256]}}})
-    record = stages.tune(cfg, key, "fp32", "test-gpu", tmp_path / "c", tmp_path / "tune.json")
+    record = stages.tune(cfg, key, "fp32", "test-gpu", tmp_path / "tune.json")
     assert record["classes"]["256"]["trials"] == 16 and record["classes"]["256"]["median_s"] > 0
     assert (tmp_path / "tune" / "256" / "database_tuning_record.json").exists()
-    build = stages.build(cfg, key, "fp32", tmp_path / "c", tmp_path / "build.json", tmp_path / "tune.json")
+    build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tune.json")
     assert build["status"] == "ok", build["message"]
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "c", tmp_path / "validate.json")
+    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
     assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), [(r["m"], r["message"]) for r in rows]

@@ -19,9 +19,9 @@ def test_median_ci_is_zero_for_constant_samples_and_shrinks_with_n():
 def test_sampler_stops_when_the_median_is_stable_but_not_before_min_samples():
     s = timing.Sampler(min_samples=5, max_samples=100, rel_precision=0.01, budget_s=60)
     for i in range(4):
-        s.add(1.0, 1.1)
+        s.add(1.0)
         assert not s.done
-    s.add(1.0, 1.1)
+    s.add(1.0)
     assert s.done and s.converged
 
 
@@ -29,7 +29,7 @@ def test_sampler_keeps_sampling_noisy_points_until_max_samples():
     s = timing.Sampler(min_samples=3, max_samples=20, rel_precision=1e-6, budget_s=60)
     rng = np.random.default_rng(1)
     while not s.done:
-        s.add(1 + rng.random(), 1.0)
+        s.add(1 + rng.random())
     assert len(s.device_s) == 20 and not s.converged
     summary = s.summary()
     assert summary["samples"] == 20 and summary["converged"] is False
@@ -38,19 +38,19 @@ def test_sampler_keeps_sampling_noisy_points_until_max_samples():
 
 def test_sampler_stops_at_the_budget_after_min_samples():
     s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=1e-9, budget_s=0.0)
-    s.add(1.0, 1.0)
-    s.add(2.0, 1.0)
+    s.add(1.0)
+    s.add(2.0)
     assert not s.done  # min_samples first, whatever the budget
-    s.add(3.0, 1.0)
+    s.add(3.0)
     assert s.done
 
 
 def test_budget_cuts_a_slow_kernel_short_of_min_samples_but_keeps_three():
     s = timing.Sampler(min_samples=10, max_samples=1000, rel_precision=1e-9, budget_s=0.0)
-    s.add(1.0, 1.0)
-    s.add(2.0, 1.0)
+    s.add(1.0)
+    s.add(2.0)
     assert not s.done
-    s.add(3.0, 1.0)
+    s.add(3.0)
     assert s.done and not s.converged
 
 
@@ -76,16 +76,16 @@ class CountingBackend:
         return 2e-3
 
 
-@pytest.mark.parametrize("cache, flushes_per_sample", [("hot", 0), ("cold", 2)])
+@pytest.mark.parametrize("cache, flushes_per_sample", [("hot", 0), ("cold", 1)])
 def test_sample_flushes_only_for_cold_cache(cache, flushes_per_sample):
     backend = CountingBackend()
     runs = []
     cfg = {"min_samples": 4, "max_samples": 4, "rel_precision": 0.5, "budget_s": 10, "min_time_s": 0}
-    timing.warm_up(backend, lambda: runs.append("w"), 3)
+    host_s = timing.warm_up(backend, lambda: runs.append("w"), 3)
     s = timing.sample(backend, lambda: runs.append("s"), cfg, cache)
-    assert runs.count("w") == 3 and runs.count("s") == 8  # a device and a host sample each
+    assert runs.count("w") == 3 and runs.count("s") == 4  # warm-up launches timed on the host, samples on the device
     assert backend.flushes == flushes_per_sample * 4
-    assert s.summary()["host_median_s"] == 2e-3
+    assert host_s == [2e-3] * 3 and s.summary()["median_s"] == 1e-3
 
 
 def test_warm_up_runs_at_least_the_count_and_for_at_least_the_time():
@@ -97,10 +97,20 @@ def test_warm_up_runs_at_least_the_count_and_for_at_least_the_time():
     assert len(runs) >= 9
 
 
+def test_a_busy_device_is_warm_already():
+    """Seconds of warm-up count from when the device's stretch of work began: a point run right after another
+    needs only the launch count."""
+    import time
+
+    backend, runs = CountingBackend(), []
+    timing.warm_up(backend, lambda: runs.append(1), runs=2, seconds=0.5, busy_since=time.perf_counter() - 1.0)
+    assert len(runs) == 2
+
+
 def test_the_median_counts_as_stable_only_after_min_time():
     s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=0.01, budget_s=60, min_time_s=1.0)
     for _ in range(7):
-        s.add(0.125, 0.125)
+        s.add(0.125)
     assert not s.done  # stable, but only 0.875 s of samples
-    s.add(0.125, 0.125)
+    s.add(0.125)
     assert s.done and s.converged

@@ -120,6 +120,7 @@ METASCHEDULE = family.schedule_module("03_metaschedule.py")
 AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
 
 
+@pytest.mark.slow  # minutes: MetaSchedule's builder workers each import TVM's tensor intrinsics
 def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shapes_on_the_cpu(tmp_path):
     """The tuner on the llvm target (MetaSchedule's CPU space; the same tune_tir, database and trace transfer as
     on a GPU): a rerun tops the database up instead of starting again, a committed result seeds an empty database

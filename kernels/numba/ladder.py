@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,7 +197,7 @@ def _build(rung: Rung, params: Mapping) -> Built:
     if rung.gufunc:
         gufunc = guvectorize([source.SIGNATURE], source.LAYOUT, target="cuda")(source.product)
         return Built(Compiled(rung, dict(params), gufunc), {"threads": 1, "max_dim": rung.max_dim})
-    dispatcher = cuda.jit(SIGNATURE)(source.make(**params))  # compiles now, for this GPU
+    dispatcher = _jit(source.make(**params))
     kernel = next(iter(dispatcher.overloads.values()))
     if rung.threads(params) > kernel.max_threads_per_block:  # registers × threads exceed the register file
         raise ValueError(f"{rung.variant_name} with {dict(params)} needs {kernel.regs_per_thread} registers per "
@@ -206,6 +207,20 @@ def _build(rung: Rung, params: Mapping) -> Built:
              **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(kernel))}
     facts["limits"] = limits(facts)
     return Built(Compiled(rung, dict(params), dispatcher), facts)
+
+
+def _jit(kernel):
+    """Compiled now, for this GPU, through Numba's on-disk cache (NUMBA_CACHE_DIR): another process loads the
+    kernel instead of compiling it again (seconds per rung). Numba keys it on the rung file, the closure's tile
+    constants, the signature, the GPU's compute capability and its own version. A kernel it cannot cache is
+    compiled as usual."""
+    from numba import cuda
+
+    try:
+        return cuda.jit(SIGNATURE, cache=True)(kernel)
+    except Exception as exc:  # noqa: BLE001 - a cache that fails costs only time
+        print(f"numba: {kernel.__name__} not cached ({type(exc).__name__}: {exc}); compiling it", file=sys.stderr)
+        return cuda.jit(SIGNATURE)(kernel)
 
 
 def _run(compiled: Compiled, a, b, c) -> None:

@@ -29,6 +29,7 @@ SPACE: dict = {}  # not the generic tuner's: MetaSchedule searches its own space
 DESCRIPTION = "MetaSchedule-tuned (tune_tir with its CUDA space and XGBoost cost model), trace moved to each shape"
 SEED_RECORDS = 32  # the best records a result keeps, to seed an empty database on another machine
 TRIALS_PER_ROUND = 64
+LLVM_TIMEOUT_S = 3600  # TVM's builder and runner on the llvm target (the CPU tests): long enough for any machine
 # The limits MetaSchedule's GPU rules check; TVM's kernels use static shared memory, so 48 KiB.
 CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block": 1024, "thread_warp_size": 32,
                "registers_per_block": 65536}
@@ -175,7 +176,12 @@ def _measurement(target, shape) -> dict:
     """How candidates are built and timed: on a GPU as the family runs them, in this process (measure.py says
     why); on a CPU (the tests' llvm target) by TVM's own LocalBuilder and LocalRunner."""
     if target.kind.name != "cuda":
-        return {"builder": "local", "runner": "local"}
+        from tvm.s_tir.meta_schedule import builder, runner
+
+        # TVM's 30 s default is shorter than a pool worker's start on a slow machine (importing TVM's tensor
+        # intrinsics alone took 42 s on a loaded 2-core CI box): a timeout here must bound a hang, not the work.
+        return {"builder": builder.LocalBuilder(timeout_sec=LLVM_TIMEOUT_S),
+                "runner": runner.LocalRunner(timeout_sec=LLVM_TIMEOUT_S)}
     from kernels.tvm import measure
 
     return {"builder": measure.SourceBuilder(), "runner": measure.CupyRunner(shape)}

@@ -16,7 +16,10 @@ PrimFunc's blockIdx/threadIdx loops; the generated kernel takes exactly the thre
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +111,7 @@ class Compiled:
     file: str
     params: dict
     arch: str
+    cache_dir: str | None = None  # TVM's generated source per shape, kept across processes (see _generated)
     kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel
 
     def kernel(self, m: int, n: int, k: int) -> Kernel:
@@ -118,11 +122,35 @@ class Compiled:
     def _compile(self, shape) -> Kernel:
         import cupy
 
+        generated = self._generated(shape)
+        module = cupy.RawModule(code=generated["source"], options=nvrtc_options())  # CuPy caches the cubin
+        return Kernel(module.get_function(kernel_name(generated["source"])), tuple(generated["grid"]),
+                      tuple(generated["block"]))
+
+    def _generated(self, shape) -> dict:
+        """TVM's CUDA source and launch extents for `shape`. They are kept in cache_dir/tvm under a key of all that
+        determines them (this family's and the schedule's source, the parameters, the shape, the architecture and
+        TVM's version), so another process neither imports TVM nor schedules again."""
+        from importlib import metadata
+
+        path = None
+        if self.cache_dir:
+            digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
+            digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm")],
+                                     sort_keys=True).encode())
+            path = Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}.json"
+            if path.exists():
+                return json.loads(path.read_text())
         target = cuda_target(self.arch)
         sch = scheduled(self.file, self.params, shape, target)
-        source = cuda_source(sch, target)
-        module = cupy.RawModule(code=source, options=nvrtc_options())
-        return Kernel(module.get_function(kernel_name(source)), *launch_dims(sch))
+        grid, block = launch_dims(sch)
+        generated = {"source": cuda_source(sch, target), "grid": grid, "block": block}
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(generated))
+            tmp.replace(path)
+        return generated
 
 
 def current_arch() -> str:
@@ -131,11 +159,11 @@ def current_arch() -> str:
     return "sm_" + cupy.cuda.Device().compute_capability
 
 
-def _build(file: str, params: Mapping) -> Built:
+def _build(file: str, params: Mapping, cache_dir) -> Built:
     problem = schedule_module(file).check(params)
     if problem:
         raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
-    compiled = Compiled(file, dict(params), current_arch())
+    compiled = Compiled(file, dict(params), current_arch(), str(cache_dir) if cache_dir else None)
     kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
@@ -163,7 +191,7 @@ def _tuner(module):
 def _variant(file: str) -> Variant:
     module = schedule_module(file)
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
-                   build=lambda mode, params, cache_dir: _build(file, params), run=_run,
+                   build=lambda mode, params, cache_dir: _build(file, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
                    tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION)
 

@@ -2,7 +2,7 @@ rule aggregate:
     input:
         builds=planned("results/build/{family}/{variant}/{mode}.json"),
         validations=planned("results/validate/{family}/{variant}/{mode}.json"),
-        benches=planned("results/bench/{family}/{variant}/{mode}/{shape}.json", with_shapes=True),
+        benches=planned("results/bench/{family}/{variant}/{mode}.json"),
     output:
         summary=report("results/tables/summary.csv", caption="../report/summary_table.rst", category="Tables"),
         samples="results/tables/samples.csv",

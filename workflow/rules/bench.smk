@@ -3,16 +3,16 @@ rule bench:
         build="results/build/{family}/{variant}/{mode}.json",
         validation="results/validate/{family}/{variant}/{mode}.json",
     output:
-        "results/bench/{family}/{variant}/{mode}/{shape}.json",
+        "results/bench/{family}/{variant}/{mode}.json",
     params:
+        shapes=lambda w: [s.label for s in plan.sweep_shapes(config)],
         timing=config["timing"],
         cache=config["cache"],
-        cache_dir=cache_dir,
     threads: threads_needed
     resources:
         gpu=gpus_needed,
     log:
-        "results/logs/bench/{family}/{variant}/{mode}/{shape}.log",
+        "results/logs/bench/{family}/{variant}/{mode}.log",
     conda:
         "../../environment.yml"
     script:

@@ -6,7 +6,6 @@ rule build:
         "results/build/{family}/{variant}/{mode}.json",
     params:
         variant_params=lambda w: plan.params(config, variant_of(w)),
-        cache_dir=cache_dir,
     resources:
         gpu=gpus_needed,
     log:

@@ -1,16 +1,20 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
 import inspect
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 # Script jobs inherit this search path from Snakemake, so they import gemmbench and kernels too.
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, logs, plan, workloads
+from gemmbench import config as gemmbench_config, locks, logs, plan, tune as tuning, workloads
 from gemmbench.config import ConfigError
 
 log = logs.setup()
+
+if workflow.is_main_process:  # before Snakemake takes the directory's lock: a killed run's lock is let go here
+    locks.release_if_stale(Path.cwd(), sys.argv)
 
 try:
     _validated = gemmbench_config.validate(config)
@@ -20,13 +24,13 @@ try:
         raise ConfigError("device: auto cannot be resolved on a remote node; set device: cuda or cpu")
     DEVICE, DEVICE_REASON = plan.resolve_device(config["device"])
     VARIANTS = {v.key: v for v in plan.variants(config, DEVICE)}
-    SWEEP = [s.label for s in plan.sweep_shapes(config)]
     GPU = plan.gpu_slug(config) if DEVICE == "cuda" else "cpu"  # names the tuning results
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 
 onstart:
+    locks.record_owner(Path.cwd(), sys.argv)
     # On a cluster each job plans again on its node: what a host decides for itself (is there a GPU, which model)
     # must be fixed in the config, or the nodes would plan other jobs than the submit host. (The executor is known
     # from here on, not while the Snakefile is read.)
@@ -56,7 +60,6 @@ wildcard_constraints:
     family="[a-z]+",
     variant="[A-Za-z0-9_.-]+",
     mode="fp32|tf32",
-    shape=r"\d+(x\d+){2,3}",
     gpu="[a-z0-9-]+",
 
 
@@ -94,15 +97,19 @@ def threads_needed(wildcards):
     return workflow.resource_settings.max_threads
 
 
-def planned(pattern, with_shapes=False):
-    """Every (variant, mode[, sweep shape]) path of the plan."""
+def planned(pattern):
+    """Every (variant, mode) path of the plan."""
     return [
-        pattern.format(family=v.family, variant=v.name, mode=mode, shape=shape)
+        pattern.format(family=v.family, variant=v.name, mode=mode)
         for v in VARIANTS.values()
         for mode in plan.modes(config, v)
-        for shape in (SWEEP if with_shapes else [None])
     ]
 
 
-def cache_dir(wildcards):
-    return f"results/build/{wildcards.family}/{wildcards.variant}/{wildcards.mode}.d"
+def tuning_gpus(wildcards):
+    """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
+    variant = variant_of(wildcards)
+    settings = tuning.settings(config["tune"], variant)
+    committed = tuning.committed_path(wildcards.gpu, variant, wildcards.mode)
+    reusable = tuning.reusable(committed, tuning.key(variant, wildcards.mode, settings))
+    return 0 if reusable else gpus_needed(wildcards)

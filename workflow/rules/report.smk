@@ -1,4 +1,4 @@
-FIGURES = list(workloads.get(config["workload"]).figures)
+FIGURES = plan.figures(config, VARIANTS.values())
 
 
 rule plot:

@@ -6,9 +6,8 @@ rule tune:
     params:
         space=lambda w: variant_of(w).space,
         settings=config["tune"],
-        cache_dir=cache_dir,
     resources:
-        gpu=gpus_needed,
+        gpu=tuning_gpus,
     log:
         "results/logs/tune/{gpu}/{family}/{variant}/{mode}.log",
     conda:

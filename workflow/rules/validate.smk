@@ -7,7 +7,6 @@ rule validate:
         shapes=lambda w: [s.label for s in plan.validation_shapes(config)],
         tolerance=lambda w: config["tolerance"][w.mode],
         seed=config["seed"],
-        cache_dir=cache_dir,
     threads: threads_needed
     resources:
         gpu=gpus_needed,

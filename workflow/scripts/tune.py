@@ -2,4 +2,4 @@ from gemmbench import logs, stages
 
 logs.setup(snakemake.log[0])
 w = snakemake.wildcards
-stages.tune(snakemake.config, f"{w.family}/{w.variant}", w.mode, w.gpu, snakemake.params.cache_dir, snakemake.output[0])
+stages.tune(snakemake.config, f"{w.family}/{w.variant}", w.mode, w.gpu, snakemake.output[0])

@@ -2,5 +2,4 @@ from gemmbench import logs, stages
 
 logs.setup(snakemake.log[0])
 w = snakemake.wildcards
-stages.validate(snakemake.config, f"{w.family}/{w.variant}", w.mode, snakemake.input.build, snakemake.params.cache_dir,
-                snakemake.output[0])
+stages.validate(snakemake.config, f"{w.family}/{w.variant}", w.mode, snakemake.input.build, snakemake.output[0])

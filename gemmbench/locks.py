@@ -1,0 +1,79 @@
+"""A run killed with kill -9 (or a lost SSH session) leaves Snakemake's directory lock behind, and the next run
+stops with a LockException. This module lets the same command simply continue where it can prove that the lock
+is stale: its owner (recorded when a run starts) was on this host and is gone, and no other Snakemake process on
+this host works in the directory. Otherwise it says, in one line, who holds the lock and how to continue.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import socket
+from pathlib import Path
+
+log = logging.getLogger("gemmbench")
+
+OWNER = Path(".snakemake") / "gemmbench-owner.json"
+LOCKS = Path(".snakemake") / "locks"
+
+
+def record_owner(workdir: Path, argv: list[str]) -> None:
+    """Called once a run holds the lock: who holds it, so that a later run can tell a live owner from a dead one."""
+    path = workdir / OWNER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "argv": argv}))
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _snakemake_processes(workdir: Path) -> list[int]:
+    """Other processes on this host running Snakemake (or one of its jobs) in `workdir`."""
+    mine, found = _ancestors(), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(proc.name) in mine or b"snakemake" not in (proc / "cmdline").read_bytes():
+                continue
+            if Path(os.readlink(proc / "cwd")).resolve() == workdir.resolve():
+                found.append(int(proc.name))
+        except (OSError, ValueError):  # gone meanwhile, or another user's: not ours to judge
+            continue
+    return found
+
+
+def continue_command(argv: list[str]) -> str:
+    rest = shlex.join(argv[1:])
+    return f"snakemake --unlock {rest} && snakemake {rest}".replace("  ", " ")
+
+
+def release_if_stale(workdir: Path, argv: list[str]) -> bool:
+    """Remove the directory lock if no run can hold it any more; True if it did. Without /proc (not Linux) nothing
+    can be proven and the lock stays."""
+    locks = workdir / LOCKS
+    if not locks.is_dir() or not any(locks.glob("*.lock")) or not Path("/proc/self").exists():
+        return False
+    owner = json.loads((workdir / OWNER).read_text()) if (workdir / OWNER).exists() else {}
+    here = socket.gethostname()
+    if owner.get("host", here) != here:
+        log.error("this directory is locked by a run on %s (pid %s); if that run is no longer running, continue "
+                  "with: %s", owner["host"], owner.get("pid"), continue_command(argv))
+        return False
+    alive = _snakemake_processes(workdir)
+    if alive:
+        log.error("this directory is locked by a Snakemake run still active here (pid %s); wait for it, or stop it "
+                  "and run the same command again", ", ".join(map(str, alive)))
+        return False
+    shutil.rmtree(locks)
+    log.warning("a previous run here was stopped without cleaning up (pid %s): its lock is removed and this run "
+                "continues it (finished results are kept, unfinished jobs run again)", owner.get("pid", "unknown"))
+    return True

@@ -1,0 +1,44 @@
+"""The stage ↔ worker contract: what a stage asks a worker process to do, as plain typed data (JSON on disk)."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Point:
+    """One shape to run: its sizes along the workload's axes and the seed of its inputs. A tune trial also names
+    the candidate parameters and the size class it is timed for."""
+
+    sizes: dict[str, int]
+    seed: int
+    params: dict = field(default_factory=dict)
+    size_class: int | None = None
+
+
+@dataclass
+class Task:
+    """A worker's job: build one variant in one mode, then run `points` (validate, bench or tune) in order.
+    `classes` holds the tuned parameters per size class ("1024": {...}); None runs `params` at every size."""
+
+    kind: str  # build | validate | bench | tune
+    variant: str
+    variant_modules: list[str]
+    device: str
+    mode: str
+    params: dict
+    cache_dir: str  # compiled artifacts and device facts, shared by every job and process (gemmbench.cache)
+    points: list[Point]
+    tolerance: float
+    timing: dict
+    cache: str  # hot | cold
+    classes: dict[str, dict] | None = None
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def load(cls, path: Path) -> "Task":
+        data = json.loads(Path(path).read_text())
+        return cls(**{**data, "points": [Point(**p) for p in data["points"]]})
