@@ -60,14 +60,17 @@ class Sampler:
         }
 
 
-def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | None = None) -> list[float]:
+def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> list[float]:
     """Launches before sampling, each synchronised and timed on the host (the host time per call, launch and
     synchronisation included): JIT, module load and handles settle, and the device has been busy for `seconds` so
-    that clocks reach their steady state under load (a power-capped GPU slows down within a second). `busy_since`
-    (time.perf_counter) is when the device's current stretch of work began, when a worker kept it busy before this
-    point; the seconds count from there. Returns the host time of each launch."""
-    start = time.perf_counter() if busy_since is None else busy_since
-    host_s = []
+    that clocks reach their steady state under load (a power-capped GPU slows down within a second).
+    `busy_since()`, asked after the first launch (which may compile), says when the device's current stretch of work
+    began (time.perf_counter), where a worker kept it busy before this point; the seconds count from there.
+    Returns the host time of each launch."""
+    start = time.perf_counter()
+    host_s = [backend.host_time(run)]
+    if busy_since:
+        start = busy_since()
     while len(host_s) < runs or time.perf_counter() - start < seconds:
         host_s.append(backend.host_time(run))
     return host_s

@@ -113,7 +113,7 @@ class Load:
     """When this worker's current stretch of device work began: points run back to back keep the device busy, so
     the warm-up's seconds (clocks settling under load) are spent once per stretch, not once per point."""
 
-    IDLE_GAP_S = 0.25  # a pause longer than this (a compile, a crash's restart) starts a new stretch
+    IDLE_GAP_S = 0.25  # a pause longer than this (a compile, a long first launch) starts a new stretch
 
     def __init__(self):
         self.since = self.last = None
@@ -136,7 +136,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     operands, out, _ = _problem(variant, backend, point)
     run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
     start = time.perf_counter()
-    host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin())
+    host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
     before = backend.telemetry()
     sampler = timing.sample(backend, run, task.timing, task.cache)
     after = backend.telemetry()
