@@ -129,12 +129,20 @@ def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     assert before != tune.key(variant, "fp32", settings)
 
 
-def test_committed_h200_tuning_matches_the_current_sources():
-    """A stale committed result would silently trigger a search on every H200: re-tune and commit it."""
-    from gemmbench import config
+def test_every_committed_tuning_result_matches_the_current_sources():
+    """A stale committed result would silently trigger a search on every GPU of its model: re-tune and commit it.
+    The H100's results cover every variant the default run tunes."""
+    from gemmbench import config, plan
+    from kernels import registry
 
-    defaults = config.validate({})["tune"]
-    for rung in RUNGS:
-        variant = RUNG_VARIANTS[rung.name]
-        path = tune.committed_path("nvidia-h200", variant, "fp32")
-        assert tune.reusable(path, tune.key(variant, "fp32", tune.settings(defaults, variant))), f"{path} is stale"
+    cfg = config.validate({})
+    variants = registry.load()
+    found = {}
+    for path in sorted(tune.COMMITTED.glob("*/*/*/*.json")):
+        gpu, family, name, mode = path.relative_to(tune.COMMITTED).with_suffix("").parts
+        variant = variants[f"{family}/{name}"]
+        assert tune.reusable(path, tune.key(variant, mode, tune.settings(cfg["tune"], variant))), f"{path} is stale"
+        found.setdefault(gpu, set()).add(variant.key)
+    tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
+    assert found["nvidia-h100-80gb-hbm3"] == tuned
+    assert {v for v in tuned if v.startswith("cupy/")} <= found["nvidia-h200"]

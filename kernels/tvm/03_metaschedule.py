@@ -18,6 +18,7 @@ thread and register tiles stay as tuned), the padding is inlined into the shared
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -176,15 +177,21 @@ def _measurement(target, shape) -> dict:
     """How candidates are built and timed: on a GPU as the family runs them, in this process (measure.py says
     why); on a CPU (the tests' llvm target) by TVM's own LocalBuilder and LocalRunner."""
     if target.kind.name != "cuda":
-        from tvm.s_tir.meta_schedule import builder, runner
-
-        # TVM's 30 s default is shorter than a pool worker's start on a slow machine (importing TVM's tensor
-        # intrinsics alone took 42 s on a loaded 2-core CI box): a timeout here must bound a hang, not the work.
-        return {"builder": builder.LocalBuilder(timeout_sec=LLVM_TIMEOUT_S),
-                "runner": runner.LocalRunner(timeout_sec=LLVM_TIMEOUT_S)}
+        return _local_measurement()
     from kernels.tvm import measure
 
     return {"builder": measure.SourceBuilder(), "runner": measure.CupyRunner(shape)}
+
+
+@functools.cache
+def _local_measurement() -> dict:
+    """TVM's LocalBuilder and LocalRunner, made once per process: their worker pools each import TVM's tensor
+    intrinsics when they start (42 s on a loaded 2-core CI box), so they are kept for every later search. TVM's
+    30 s default timeout is shorter than that start on a slow machine: here a timeout bounds a hang, not the work."""
+    from tvm.s_tir.meta_schedule import builder, runner
+
+    return {"builder": builder.LocalBuilder(timeout_sec=LLVM_TIMEOUT_S),
+            "runner": runner.LocalRunner(timeout_sec=LLVM_TIMEOUT_S)}
 
 
 def plain(obj):

@@ -1,12 +1,15 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
 import inspect
+import os
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-# Script jobs inherit this search path from Snakemake, so they import gemmbench and kernels too.
+# This workflow's gemmbench and kernels, here and in every script job: Snakemake appends its search path to a job's,
+# so a PYTHONPATH naming another checkout would otherwise win there.
 sys.path.insert(0, workflow.basedir)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 from gemmbench import config as gemmbench_config, locks, logs, plan, tune as tuning, workloads
 from gemmbench.config import ConfigError
