@@ -84,6 +84,7 @@ print(json.dumps(out))
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # a minute on a 2-core machine: the simulator runs every thread in Python
 def test_every_rung_is_correct_in_the_cuda_simulator():
     """Defaults, plus a second tile shape of the tuned rungs: edges cut through every tile."""
     cases = [(r.variant_name, dict(r.defaults)) for r in RUNGS]

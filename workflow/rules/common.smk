@@ -1,18 +1,17 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
 import inspect
-import os
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-# This workflow's gemmbench and kernels, here and in every script job: Snakemake appends its search path to a job's,
-# so a PYTHONPATH naming another checkout would otherwise win there.
+# This workflow's gemmbench and kernels, here and in every script job (see first_on_path).
 sys.path.insert(0, workflow.basedir)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
-from gemmbench import config as gemmbench_config, locks, logs, plan, tune as tuning, workloads
+from gemmbench import config as gemmbench_config, first_on_path, locks, logs, plan, tune as tuning, workloads
 from gemmbench.config import ConfigError
+
+first_on_path(workflow.basedir)
 
 log = logs.setup()
 
