@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (once) and run the tests: `./test.sh` (extra arguments go to pytest, e.g. ./test.sh -m "not slow").
+# Set up (once) and run the tests: `./test.sh` (extra arguments go to pytest, e.g. ./test.sh -m "not slow", or -n auto
+# for every core, as CI does).
 # GPU tests are marked `gpu` and skip without a GPU; the report test needs Debian's chromium (installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")"

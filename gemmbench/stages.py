@@ -210,7 +210,7 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
         log.info("%s %s: %d of %d points kept from an earlier run (%s)", key, mode, len(kept), len(shapes), points_dir)
 
     def blocked(shape):
-        if shape.label in kept:
+        if shape.label in kept:  # not run; its kept row takes this place below
             return "kept", ""
         found = check(shape)
         if found is None:
