@@ -58,7 +58,7 @@ def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
-@pytest.mark.parametrize("file", family.SCHEDULES)
+@pytest.mark.parametrize("file", SCHEDULES)
 def test_nvrtc_finds_the_headers_the_launch_needs(file):
     """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options."""
     from cuda.bindings import nvrtc
