@@ -188,7 +188,7 @@ class Compiled:
 
 
 def _build(rung: Rung, params: Mapping) -> Built:
-    from numba import cuda, guvectorize
+    from numba import guvectorize
 
     problem = rung.problems(params)
     if problem:
