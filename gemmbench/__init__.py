@@ -8,7 +8,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def path_with(root) -> str:
+    """PYTHONPATH with `root` first: a process started with it imports this checkout's gemmbench and kernels."""
+    return os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+
+
 def first_on_path(root) -> None:
     """Processes started from here (Snakemake's script jobs) import from `root` first: Snakemake appends its search
     path to a job's, so a PYTHONPATH naming another checkout would otherwise win there."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = path_with(root)

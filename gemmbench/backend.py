@@ -4,7 +4,6 @@ Both backends offer the same operations, so validation and timing are one code p
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from gemmbench.files import read_json, write_json
 
 # FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and dense TF32 tensor-core rate.
 FLOP_PER_CLOCK_PER_SM = {
@@ -86,14 +87,11 @@ class Backend:
         key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{facts['gpu_uuid']}-{facts.get('driver', '')}")
         path = Path(cache_dir) / "devices" / f"{key}.json" if cache_dir else None
         if path and path.exists():
-            facts["copy_bandwidth_gbps"] = json.loads(path.read_text())["copy_bandwidth_gbps"]
+            facts["copy_bandwidth_gbps"] = read_json(path)["copy_bandwidth_gbps"]
         else:
             facts["copy_bandwidth_gbps"] = copy_bandwidth_gbps(self, self.COPY_BYTES)
             if path:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"copy_bandwidth_gbps": facts["copy_bandwidth_gbps"]}))
-                tmp.replace(path)
+                write_json(path, {"copy_bandwidth_gbps": facts["copy_bandwidth_gbps"]})
         return facts
 
     def identity(self) -> dict:

@@ -4,7 +4,6 @@ Each stage writes one JSON file whose rows cover every planned point, whatever h
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -15,23 +14,12 @@ import numpy as np
 
 from gemmbench import backend as backends
 from gemmbench import gpus, plan, tune as tuning, workloads
+from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
-
-
-def read_json(path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
-def write_json(path, data) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
 
 
 def _variant(config: dict, key: str) -> registry.Variant:

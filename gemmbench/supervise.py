@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from gemmbench import ROOT, gpus
+from gemmbench import ROOT, gpus, path_with
 from gemmbench.task import Task
 
 log = logging.getLogger("gemmbench")
@@ -49,8 +49,7 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
     rows: dict[int, dict] = {}
     device = None
     with gpus.pinned(task.device) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
-        env = {**os.environ, **pin, **artifact_caches(task.cache_dir),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, **pin, **artifact_caches(task.cache_dir), "PYTHONPATH": path_with(ROOT)}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
         task.save(task_path)
         start = 0
