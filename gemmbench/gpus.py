@@ -67,8 +67,10 @@ def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5)
 
 
 @contextlib.contextmanager
-def pinned(device: str):
-    """Environment for the workers of a job on `device`: for a CUDA job, one GPU of its own while the block runs."""
+def pinned(device: str, exclusive: bool = True):
+    """Environment for the workers of a job on `device`: for a CUDA job, one GPU of its own while the block runs.
+    A job that launches nothing on it (a build: compiling, loading modules, reading their facts) takes the first
+    GPU without excluding anyone (exclusive=False)."""
     if device != "cuda":
         yield {}
         return
@@ -78,6 +80,9 @@ def pinned(device: str):
         log.warning("NVML lists no GPU: the job is not pinned to one")
     if not found or (given is not None and len(found) == 1):  # nothing to choose from, or a GPU chosen already
         yield {}
+        return
+    if not exclusive:
+        yield {"CUDA_VISIBLE_DEVICES": found[0]}
         return
     with claim(found) as gpu:
         log.info("running on GPU %s", gpu)

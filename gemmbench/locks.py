@@ -37,12 +37,29 @@ def _ancestors() -> set[int]:
     return pids
 
 
+def runs_snakemake(argv: list[str]) -> bool:
+    """Whether a command line is Snakemake (`snakemake ...`, `python -m snakemake`, `python .../bin/snakemake`) or
+    one of its script jobs (`python .../.snakemake/scripts/...`); not a shell that merely mentions it, such as the
+    `bash -c "cd run && snakemake ..."` that started the run."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]).startswith("snakemake"):
+        return True
+    if not os.path.basename(argv[0]).startswith("python"):
+        return False
+    args = [a for a in argv[1:] if not a.startswith("-") or a == "-m"]
+    if args[:2] == ["-m", "snakemake"]:
+        return True
+    return bool(args) and (os.path.basename(args[0]).startswith("snakemake") or "/.snakemake/scripts/" in args[0])
+
+
 def _snakemake_processes(workdir: Path) -> list[int]:
     """Other processes on this host running Snakemake (or one of its jobs) in `workdir`."""
     mine, found = _ancestors(), []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if int(proc.name) in mine or b"snakemake" not in (proc / "cmdline").read_bytes():
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if int(proc.name) in mine or not runs_snakemake([a for a in argv if a]):
                 continue
             if Path(os.readlink(proc / "cwd")).resolve() == workdir.resolve():
                 found.append(int(proc.name))

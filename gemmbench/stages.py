@@ -27,12 +27,12 @@ def _variant(config: dict, key: str) -> registry.Variant:
 
 
 def _task(kind: str, config: dict, variant: registry.Variant, mode: str, points: list[Point],
-          classes: dict | None = None) -> Task:
+          classes: dict | None = None, prepare: list[dict] = ()) -> Task:
     return Task(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]), device=variant.device,
                 mode=mode, params=plan.params(config, variant), classes=classes, cache_dir=str(cache_dir(config)),
                 points=points, tolerance=config["tolerance"][mode],
                 timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
-                cache=config["cache"])
+                cache=config["cache"], prepare=list(prepare))
 
 
 def cache_dir(config: dict) -> Path:
@@ -115,7 +115,9 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     variant = _variant(config, key)
     tuned = read_json(tuning_path)["classes"] if tuning_path else {}
     classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
-    task = _task("build", config, variant, mode, [Point({}, 0)], classes)
+    # A variant specialised per shape compiles every shape validation and bench will run, here and off the GPU lock.
+    prepare = [shape.sizes for shape in plan.validation_shapes(config) if not plan.skip_reason(config, variant, shape)]
+    task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [])
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
            "params": plan.params(config, variant), "tuned": classes, **row}

@@ -48,7 +48,9 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
     count = len(task.points)
     rows: dict[int, dict] = {}
     device = None
-    with gpus.pinned(task.device) as pin, tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
+    # A build launches nothing, so it shares the GPU with the job that is measuring (see workflow/rules/build.smk).
+    with gpus.pinned(task.device, exclusive=task.kind != "build") as pin, \
+            tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
         env = {**os.environ, **pin, **artifact_caches(task.cache_dir), "PYTHONPATH": path_with(ROOT)}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
         task.save(task_path)

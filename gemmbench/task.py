@@ -34,6 +34,7 @@ class Task:
     timing: dict
     cache: str  # hot | cold
     classes: dict[str, dict] | None = None
+    prepare: list[dict[str, int]] = field(default_factory=list)  # build: the shapes to compile ahead (Variant.prepare)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))

@@ -88,7 +88,19 @@ def build_row(variant, task: Task, backend) -> dict:
     facts = {"compile_s": time.perf_counter() - start, **by_class[max(by_class, key=lambda size: int(size or 0))].facts}
     if task.classes:  # their parameters are in the build record's `tuned` field
         facts["classes"] = {size: b.facts for size, b in by_class.items()}
-    return {"status": "ok", "message": "built" + (" (tuned per size class)" if task.classes else ""), **facts}
+    message = "built" + (" (tuned per size class)" if task.classes else "")
+    if variant.prepare and task.prepare:
+        start, failed = time.perf_counter(), []
+        for sizes in task.prepare:
+            try:
+                variant.prepare(builds.for_point(Point(sizes, 0))[1].artifact, *sizes.values())
+            except Exception as exc:  # that shape's validation meets the same error and reports it
+                failed.append(f"{'x'.join(map(str, sizes.values()))}: {type(exc).__name__}: {exc}"[:300])
+        facts["prepare_s"] = time.perf_counter() - start
+        message += f"; compiled ahead for {len(task.prepare) - len(failed)} of {len(task.prepare)} shapes"
+        if failed:
+            facts["prepare_failed"] = failed
+    return {"status": "ok", "message": message, **facts}
 
 
 def _problem(variant, backend, point: Point) -> tuple[list, object, object]:

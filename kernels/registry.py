@@ -39,6 +39,9 @@ class Variant:
                                                 {params, median_s, tflops, trials, records}; `committed` (such a
                                                 result) seeds an empty work_dir
     source_files                                files whose edits must rebuild the variant (default: build's module)
+    prepare(artifact, *sizes) -> None           for variants whose kernels are specialised per shape: compile (not
+                                                run) the one for this shape now, so that the build stage does it
+                                                for every planned shape while another job holds the GPU
     """
 
     family: str
@@ -53,6 +56,7 @@ class Variant:
     check_params: Callable[[Mapping], str | None] = lambda params: None
     tuner: Callable[..., dict] | None = None
     source_files: tuple[str, ...] = ()
+    prepare: Callable[..., None] | None = None
     description: str = ""
     workload: str = "gemm"
 

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,16 @@ def snakemake(workdir: Path, *args, config: dict | None = None, timeout: float =
 @pytest.fixture
 def cpu_config() -> dict:
     return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """(rule, wildcards, resources) of every job a dry run prints."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        resources = re.search(r"resources: (.*)", block)
+        if rule and resources:
+            wildcards = re.search(r"wildcards: (.*)", block)
+            jobs.append({"rule": rule.group(1), "wildcards": wildcards.group(1) if wildcards else "",
+                         **dict(item.split("=", 1) for item in resources.group(1).split(", "))})
+    return jobs

@@ -1,6 +1,7 @@
 """Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,3 +53,26 @@ def _delayed(artifact, a, b, c):
 register(Variant(family="cpu", name="planted-tunable", device="cpu", modes=("fp32",), build=_build_tunable,
                  run=_delayed, params={"delay_ms": 20}, space={"delay_ms": (0, 13, 20)},
                  description="test tuning: faster with a smaller delay; one candidate is refused at build"))
+
+
+def _compile_for_shape(cache_dir, m, n, k):
+    """A kernel specialised per shape, 'compiled' into the shared cache; it has none for 7x13x5."""
+    if (m, n, k) == (7, 13, 5):
+        raise ValueError("no kernel for 7x13x5")
+    (cache_dir / f"{m}x{n}x{k}").touch()
+
+
+def _build_specialised(mode, params, cache_dir):
+    path = os.path.join(cache_dir, "planted-specialised")
+    os.makedirs(path, exist_ok=True)
+    return Built(Path(path), {"compile_s": 0.0})
+
+
+def _specialised(artifact, a, b, c):
+    _compile_for_shape(artifact, a.shape[0], b.shape[1], a.shape[1])
+    np.matmul(a, b, out=c)
+
+
+register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=("fp32",), build=_build_specialised,
+                 run=_specialised, prepare=_compile_for_shape,
+                 description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))

@@ -1,25 +1,10 @@
 """The SLURM profile, planned here (.ci/slurm-test submits through it to a real SLURM)."""
-import re
-
 import pytest
 
-from conftest import ROOT, snakemake
+from conftest import ROOT, planned_jobs, snakemake
 
 PROFILE = ["--workflow-profile", str(ROOT / "workflow/profiles/slurm")]
 GPU_RUN = ["--config", "device=cuda", "tune={gpu: NVIDIA H200}"]
-
-
-def planned_jobs(output: str) -> list[dict]:
-    """(rule, wildcards, resources) of every job a dry run prints."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
-        rule = re.match(r"(?:local)?rule (\w+):", block)
-        resources = re.search(r"resources: (.*)", block)
-        if rule and resources:
-            wildcards = re.search(r"wildcards: (.*)", block)
-            jobs.append({"rule": rule.group(1), "wildcards": wildcards.group(1) if wildcards else "",
-                         **dict(item.split("=", 1) for item in resources.group(1).split(", "))})
-    return jobs
 
 
 def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):

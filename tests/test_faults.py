@@ -61,3 +61,15 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
+
+
+def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp_path):
+    """Every shape validation and bench will run is compiled by the build (which runs beside a job measuring on the
+    GPU); a shape that cannot be compiled is named in the build record, and its validation reports the error."""
+    build = stages.build(cfg, "cpu/planted-specialised", "fp32", tmp_path / "build.json")
+    assert build["status"] == "ok" and "compiled ahead for 2 of 3 shapes" in build["message"]
+    assert build["prepare_failed"] == ["7x13x5: ValueError: no kernel for 7x13x5"]
+    assert sorted(p.name for p in (tmp_path / "cache" / "planted-specialised").iterdir()) == ["128x128x128", "32x32x32"]
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-specialised")
+    assert rows[(7, 13, 5)]["status"] == "error" and "no kernel for 7x13x5" in rows[(7, 13, 5)]["message"]
+    assert rows[(32, 32, 32)]["status"] == "ok" and bench["status"] == "ok"

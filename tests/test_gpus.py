@@ -54,6 +54,8 @@ def test_pinning_sets_the_workers_gpu_and_respects_a_given_one(monkeypatch, tmp_
     monkeypatch.setattr(gpus, "LOCK_DIR", tmp_path)
     with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
         assert [first, second] == [{"CUDA_VISIBLE_DEVICES": d} for d in DEVICES]
+    with gpus.pinned("cuda") as first, gpus.pinned("cuda", exclusive=False) as shared:
+        assert shared == first == {"CUDA_VISIBLE_DEVICES": DEVICES[0]}  # a build shares the first GPU, held or not
     with gpus.pinned("cpu") as env:
         assert env == {}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # SLURM (or the user) chose: nothing to hand out

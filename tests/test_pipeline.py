@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import ROOT, SNAKEMAKE_ENV, snakemake, snakemake_command, write_config
+from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, write_config
 from gemmbench import tables
 
 pytestmark = pytest.mark.slow
@@ -73,6 +73,10 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
         assert f"results/bench/cublas/gemm/{mode}.json" in out
     assert "results/bench/cpu/numpy-blas/fp32.json" in out
     assert not (tmp_path / "results").exists()
+    # Builds launch nothing, so they share the GPU and run beside the one job that measures on it.
+    jobs = [job for job in planned_jobs(out) if job["rule"] in ("build", "validate", "bench")]
+    assert {job["gpu"] for job in jobs if job["rule"] == "build"} == {"0"}
+    assert {job["gpu"] for job in jobs if job["rule"] != "build" and "family=cpu" not in job["wildcards"]} == {"1"}
 
 
 def test_the_metaschedule_variant_runs_only_with_a_tuning_budget(tmp_path):

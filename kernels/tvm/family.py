@@ -7,11 +7,12 @@ CuPy ladder does) and launches it on the current CuPy stream, so timing and stre
 TVM's CUDA runtime never touches the device.
 
 Shapes are static per kernel, as TVM schedules are usually compiled: the loop bounds and the padding
-predicates are constants, as they would be for a model's fixed layer shapes. The artifact therefore compiles
-lazily, one kernel per (m, n, k), cached: the first launch of a shape compiles it (TVM codegen plus NVRTC), and
-that launch is validation's or the warm-up's, never a timed one. `build` compiles one representative shape (a
-tuned schedule's own shape) so that a bad parameter set fails at build time and the build facts (registers,
-shared and local memory) are read off a real kernel. The grid and block are the extents of the scheduled
+predicates are constants, as they would be for a model's fixed layer shapes. The artifact therefore holds one
+kernel per (m, n, k), compiled (TVM codegen plus NVRTC, both cached on disk) when first asked for. `build` compiles
+one representative shape (a tuned schedule's own shape) so that a bad parameter set fails at build time and the
+build facts (registers, shared and local memory) are read off a real kernel; then, as the variant's `prepare`,
+every planned shape, so that validation and timing (which hold the GPU) load kernels instead of generating them.
+A shape not compiled ahead is compiled by its first launch, validation's or the warm-up's, never a timed one. The grid and block are the extents of the scheduled
 PrimFunc's blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
 """
 from __future__ import annotations
@@ -193,7 +194,8 @@ def _variant(file: str) -> Variant:
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
                    build=lambda mode, params, cache_dir: _build(file, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
-                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION)
+                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION,
+                   prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k))
 
 
 for _file in SCHEDULES:
