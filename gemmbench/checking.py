@@ -1,4 +1,5 @@
-"""Pass or fail for one validated point: every output written, errors within the mode's tolerance."""
+"""Pass or fail for one point: every output written, errors within the mode's tolerance; and whether a timing is
+physically possible on the device it was measured on."""
 from __future__ import annotations
 
 MAX_ELEMENT_FACTOR = 10  # max |C - R| may reach this many tolerances, relative to max |R|
@@ -16,3 +17,24 @@ def verdict(errors: dict, tolerance: float, size: int) -> tuple[str, str]:
         return "failed", (f"max element error {max_abs:.3g} exceeds {MAX_ELEMENT_FACTOR} x tolerance x max|R| "
                           f"({MAX_ELEMENT_FACTOR * tolerance * max_ref:.3g})")
     return "ok", f"relative error {rel:.3g} within {tolerance:.3g}"
+
+
+PEAK_SLACK = 1.02  # rounding in the peak (SM count x max clock x rate) and in the timer; above it is not a measurement
+BANDWIDTH_SLACK = 1.25  # the measured copy bandwidth is a little under the memory's datasheet peak
+
+
+def implausible(flops: float, min_bytes: float, seconds: float, device: dict, mode: str, cache: str) -> str | None:
+    """Why a timing cannot be true of `device` (its facts: peak per mode at the max SM clock, measured copy
+    bandwidth, L2 size), or None: faster than the peak, or, for a GPU whose operands cannot sit in its L2 (cold
+    cache, or twice the L2), more bytes per second than its memory moves. Such a time missed part of the work."""
+    tflops = flops / seconds / 1e12
+    peak = (device.get("peak_tflops") or {}).get(mode)
+    if peak and tflops > PEAK_SLACK * peak:
+        return f"{tflops:.3g} TFLOP/s is above the device's {mode} peak of {peak:.3g} TFLOP/s at its max SM clock"
+    bandwidth, l2_bytes = device.get("copy_bandwidth_gbps"), device.get("l2_bytes")
+    gbps = min_bytes / seconds / 1e9
+    from_memory = device.get("device") == "cuda" and (cache == "cold" or (l2_bytes and min_bytes > 2 * l2_bytes))
+    if bandwidth and from_memory and gbps > BANDWIDTH_SLACK * bandwidth:
+        return (f"{gbps:.4g} GB/s of operands is above {BANDWIDTH_SLACK:g} x the device's measured copy bandwidth "
+                f"({bandwidth:.4g} GB/s)")
+    return None

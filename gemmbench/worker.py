@@ -110,14 +110,20 @@ def _problem(variant, backend, point: Point) -> tuple[list, object, object]:
             backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
+def _checked(workload, backend, operands, out, tolerance: float) -> tuple[str, str, dict]:
+    """(status, message, errors) of `out` against the fp64 reference of `operands`, once the device is done."""
+    backend.synchronize()
+    reference = workload.reference(backend.xp, [x.astype(backend.xp.float64) for x in operands])
+    errors = backend.errors(reference, out)
+    del reference
+    return (*checking.verdict(errors, tolerance, out.size), errors)
+
+
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
     operands, out, workload = _problem(variant, backend, point)
     variant.run(built.artifact, *operands, out)
-    backend.synchronize()
-    reference = workload.reference(backend.xp, [x.astype(backend.xp.float64) for x in operands])
-    errors = backend.errors(reference, out)
-    status, message = checking.verdict(errors, task.tolerance, out.size)
+    status, message, errors = _checked(workload, backend, operands, out, task.tolerance)
     return {"status": status, "message": message, "tolerance": task.tolerance, "params": json.dumps(params), **errors}
 
 
@@ -143,23 +149,33 @@ class Load:
 LOAD = Load()
 
 
-def bench_row(variant, chosen, backend, task: Task, point: Point) -> dict:
+def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
+    """Warm-up, then samples of the device time per call; the output the timed launches leave (poisoned before
+    them) is checked against the reference, and a time the device cannot achieve (`device`: its facts) is refused:
+    either means the timed region did not hold the work (a kernel that skips work once warm, a launch on another
+    stream)."""
     params, built = chosen
-    operands, out, _ = _problem(variant, backend, point)
+    operands, out, workload = _problem(variant, backend, point)
     run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
     before = backend.telemetry()
+    out.fill(np.nan)  # from here on only the timed launches write it
     sampler = timing.sample(backend, run, task.timing, task.cache)
     after = backend.telemetry()
     LOAD.end()
     summary = sampler.summary()
+    checked, why, _ = _checked(workload, backend, operands, out, task.tolerance)
+    refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
+                                   device or {}, task.mode, task.cache)
+    verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
+        {"status": "failed", "message": f"timing refused: {refused}"} if refused else None
     slowdown = sorted(set(before.get("slowdown", [])) | set(after.get("slowdown", [])))
     clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
         "message": f"{summary['samples']} samples" + ("" if summary["converged"] else ", median not converged"),
-        **summary,
+        **summary, **(verdict or {}),
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
@@ -172,7 +188,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     }
 
 
-def tune_row(variant, backend, task: Task, point: Point) -> dict:
+def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
     params = {**task.params, **point.params}
     built, compile_s = build_once(variant, task.mode, params, task.cache_dir)
@@ -186,13 +202,15 @@ def tune_row(variant, backend, task: Task, point: Point) -> dict:
     checked = validate_row(variant, (params, built), backend, task, point)
     if checked["status"] != "ok":
         return {**row, "status": checked["status"], "message": checked["message"]}
-    timed = bench_row(variant, (params, built), backend, task, point)
+    timed = bench_row(variant, (params, built), backend, task, point, device)
+    if timed["status"] != "ok":
+        return {**row, "status": timed["status"], "message": timed["message"]}
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
             "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 
 
-POINT_KINDS = {"validate": validate_row, "bench": bench_row}  # these run on the task's build; "tune" builds per point
+POINT_KINDS = ("validate", "bench")  # these run on the task's build and name the device; "tune" builds per point
 
 
 def main(task_path: str, start: int) -> int:
@@ -206,8 +224,9 @@ def main(task_path: str, start: int) -> int:
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
         builds = None if task.kind == "tune" else Builds(variant, task)
-        # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here.
-        facts = backend.facts(task.cache_dir) if task.kind in POINT_KINDS else None
+        # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here. Timings are
+        # checked against these facts (peak, bandwidth).
+        facts = backend.facts(task.cache_dir)
     except Exception as exc:  # nothing can run: every remaining point carries the reason
         traceback.print_exc()
         row = failure_row(exc)
@@ -215,15 +234,17 @@ def main(task_path: str, start: int) -> int:
         for i in range(start, len(task.points)):
             send(event="row", index=i, row=row)
         return 0
-    send(event="ready", device=facts)
+    send(event="ready", device=facts if task.kind in POINT_KINDS else None)
     for i in range(start, len(task.points)):
         send(event="start", index=i)
         try:
             point = task.points[i]
             if task.kind == "tune":
-                row = tune_row(variant, backend, task, point)
+                row = tune_row(variant, backend, task, point, facts)
+            elif task.kind == "bench":
+                row = bench_row(variant, builds.for_point(point), backend, task, point, facts)
             else:
-                row = POINT_KINDS[task.kind](variant, builds.for_point(point), backend, task, point)
+                row = validate_row(variant, builds.for_point(point), backend, task, point)
         except Exception as exc:
             traceback.print_exc()
             send(event="row", index=i, row=failure_row(exc))

@@ -33,8 +33,28 @@ def _slow(artifact, a, b, c):
     np.matmul(a, b, out=c)
 
 
+class _Stateful:
+    """Right on its first call with an output, then returns at once: validation (one call per output) passes, the
+    timed calls (after the warm-up's) do nothing."""
+
+    def __init__(self):
+        self.seen = set()
+
+    def __call__(self, artifact, a, b, c):
+        if (c.ctypes.data, c.shape) not in self.seen:
+            self.seen.add((c.ctypes.data, c.shape))
+            np.matmul(a, b, out=c)
+
+
+def _tf32_inputs(artifact, a, b, c):
+    """Rounds A and B to TF32's 10-bit mantissa, as tensor cores do: not an fp32 product."""
+    def tf32(x):
+        return ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    np.matmul(tf32(a), tf32(b), out=c)
+
+
 for name, run in {"planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash,
-                  "planted-slow": _slow}.items():
+                  "planted-slow": _slow, "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))
 

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from gemmbench import backend as backends
+from gemmbench import checking
 from gemmbench.checking import verdict
 
 
@@ -67,3 +68,32 @@ def test_tf32_sized_errors_pass_tf32_tolerance_but_not_fp32(cpu):
     errors = cpu.errors(reference(a, b), c)
     assert verdict(errors, 2e-3, c.size)[0] == "ok"
     assert verdict(errors, 1e-5, c.size)[0] == "failed"
+
+
+H100_LIKE = {"device": "cuda", "peak_tflops": {"fp32": 60.0, "tf32": 500.0}, "copy_bandwidth_gbps": 3000.0,
+             "l2_bytes": 50 << 20}  # round made-up facts of a GPU, not a measurement
+
+
+def gemm_cost(m, n, k):
+    return 2.0 * m * n * k, 4 * (m * k + k * n + m * n)
+
+
+@pytest.mark.parametrize("shape, tflops, gbps, mode, cache, refused", [
+    ((4096, 4096, 4096), 59, None, "fp32", "hot", None),  # just under the peak
+    ((4096, 4096, 4096), 70, None, "fp32", "hot", "above the device's fp32 peak"),  # a launch the events missed
+    ((4096, 4096, 4096), 70, None, "tf32", "hot", None),  # tensor cores' peak is higher
+    ((8192, 8192, 16), None, 5000, "tf32", "hot", "measured copy bandwidth"),  # 270 MB cannot come from L2
+    ((8192, 8192, 16), None, 3500, "tf32", "hot", None),  # within the datasheet's margin over a copy
+    ((1024, 1024, 16), None, 5000, "tf32", "hot", None),  # 4 MB sit in L2: beyond DRAM's rate is possible
+    ((1024, 1024, 16), None, 5000, "tf32", "cold", "measured copy bandwidth"),  # unless L2 is flushed
+])
+def test_a_timing_beyond_the_devices_peak_or_memory_is_refused(shape, tflops, gbps, mode, cache, refused):
+    flops, min_bytes = gemm_cost(*shape)
+    seconds = flops / (tflops * 1e12) if tflops else min_bytes / (gbps * 1e9)
+    reason = checking.implausible(flops, min_bytes, seconds, H100_LIKE, mode, cache)
+    assert (reason is None) if refused is None else (refused in reason)
+
+
+def test_cpu_timings_are_not_held_to_gpu_limits():
+    cpu_facts = {"device": "cpu", "peak_tflops": {}, "copy_bandwidth_gbps": 20.0}
+    assert checking.implausible(2.0 * 1024**3, 4 * 3 * 1024**2, 1e-6, cpu_facts, "fp32", "cold") is None

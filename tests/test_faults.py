@@ -28,6 +28,20 @@ def test_wrong_kernel_is_caught_by_validation_and_not_benchmarked(cfg, tmp_path)
     assert "median_s" not in bench
 
 
+def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_not_published(cfg, tmp_path):
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-stateful")
+    assert {r["status"] for r in rows.values()} == {"ok"}  # validation sees only its first call
+    assert bench["status"] == "failed"
+    assert bench["message"].startswith("the timed launches' output:") and "NaN" in bench["message"]
+
+
+def test_tf32_rounded_inputs_fail_fp32_validation(cfg, tmp_path):
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-tf32-inputs")
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert all("relative error" in r["message"] for r in rows.values())
+    assert bench["status"] == "skipped"
+
+
 def test_hanging_kernel_ends_as_timeout_and_the_other_points_still_run(cfg, tmp_path):
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-hang")
     assert [r["status"] for r in rows.values()] == ["timeout"] * 3
