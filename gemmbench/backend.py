@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmbench import provenance
 from gemmbench.files import read_json, write_json
 
 # FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and dense TF32 tensor-core rate.
@@ -103,7 +104,7 @@ class Backend:
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
             "peak_tflops": {},
-            "versions": library_versions(),
+            "versions": provenance.toolchain(),
         }
 
 
@@ -117,15 +118,6 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def library_versions() -> dict:
-    import numba
-    versions = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__}
-    try:
-        import cupy
-        versions["cupy"] = cupy.__version__
-    except ImportError:
-        pass
-    return versions
 
 
 def copy_bandwidth_gbps(backend, nbytes: int, repeats: int = 5) -> float:
@@ -212,7 +204,7 @@ class CudaBackend(Backend):
         max_clock = pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM) if self._nvml else props.get("clockRate", 0) / 1e3
         sm_count = props["multiProcessorCount"]
         from cupy_backends.cuda.libs import cublas
-        versions = {**library_versions(), "cublas": cublas.getVersion(self.cupy.cuda.device.get_cublas_handle())}
+        versions = {**provenance.toolchain(), "cublas": cublas.getVersion(self.cupy.cuda.device.get_cublas_handle())}
         return {
             "device": "cuda",
             "gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],

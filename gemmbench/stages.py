@@ -13,7 +13,7 @@ from unittest import mock
 import numpy as np
 
 from gemmbench import backend as backends
-from gemmbench import gpus, plan, tune as tuning, workloads
+from gemmbench import ROOT, gpus, plan, provenance, tune as tuning, workloads
 from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
@@ -41,11 +41,12 @@ def cache_dir(config: dict) -> Path:
 
 
 def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
-    # gpu, gpu_uuid and host name the device the point ran on (set once a worker reports it; none if it never ran)
+    # gpu, gpu_uuid and host name the device the point ran on (set once a worker reports it; none if it never ran);
+    # git_commit and git_dirty the tree that ran it
     return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device, "workload": variant.workload,
             "family": variant.family, "variant": variant.name, "mode": mode,
             **shape.sizes, "shape_kind": shape.kind, "cache": config["cache"],
-            "seed": backends.seed_for(config["seed"], *shape.sizes.values())}
+            "seed": backends.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT))}
 
 
 def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
@@ -120,7 +121,7 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [])
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
-           "params": plan.params(config, variant), "tuned": classes, **row}
+           "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT))}
     write_json(out, row)
     return row
 

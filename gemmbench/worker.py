@@ -16,7 +16,7 @@ import traceback
 import numpy as np
 
 from gemmbench import backend as backends
-from gemmbench import checking, timing, tune, workloads
+from gemmbench import checking, provenance, timing, tune, workloads
 from gemmbench.task import Point, Task
 from kernels import registry
 
@@ -88,6 +88,7 @@ def build_row(variant, task: Task, backend) -> dict:
     facts = {"compile_s": time.perf_counter() - start, **by_class[max(by_class, key=lambda size: int(size or 0))].facts}
     if task.classes:  # their parameters are in the build record's `tuned` field
         facts["classes"] = {size: b.facts for size, b in by_class.items()}
+    facts["toolchain"] = provenance.toolchain()  # as the worker sees it: the versions that compiled this build
     message = "built" + (" (tuned per size class)" if task.classes else "")
     if variant.prepare and task.prepare:
         start, failed = time.perf_counter(), []

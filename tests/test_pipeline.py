@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, write_config
-from gemmbench import tables
+from gemmbench import provenance, tables
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +32,11 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     assert (summary.status == "ok").all(), summary[["variant", "m", "status", "message"]]
     assert (summary.median_s > 0).all() and (summary.tflops > 0).all() and (summary.rel_error < 1e-4).all()
     assert summary.pct_of_cublas.isna().all()  # no cuBLAS on a CPU run: no ratio is invented
+    # what made the numbers: the tree's commit in every row, the toolchain in every build
+    source = provenance.source(str(ROOT))
+    assert set(summary.git_commit.fillna("")) == {source["git_commit"] or ""}
+    builds = pd.read_csv(workdir / "results/tables/builds.csv")
+    assert all(json.loads(t)["numpy"] == provenance.toolchain()["numpy"] for t in builds.toolchain)
     validation = pd.read_csv(workdir / "results/tables/validation.csv")
     assert len(validation) == 2 * 7 and (validation.status == "ok").all()
     assert set(validation.shape_kind) == {"sweep", "awkward"}
@@ -51,6 +56,21 @@ def test_no_change_rerun_does_nothing(cpu_run):
     result = snakemake(workdir, "--cores", "2", "--configfile", str(ROOT / "config" / "test.yaml"))
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_a_new_toolchain_rebuilds_and_so_revalidates_and_remeasures(cpu_run, tmp_path):
+    """Another compiler (here an nvcc of another release, found through CUDA_PATH) re-runs every build, and with
+    them validation and bench, whose point keys digest the build record."""
+    workdir, _ = cpu_run
+    fake = tmp_path / "cuda" / "bin" / "nvcc"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 99.9, V99.9.99'\n")
+    fake.chmod(0o755)
+    command = snakemake_command(workdir) + ["-n", "--configfile", str(ROOT / "config" / "test.yaml")]
+    result = subprocess.run(command, capture_output=True, text=True, env={**SNAKEMAKE_ENV, "CUDA_PATH": str(fake.parents[1])})
+    assert result.returncode == 0, result.stderr[-3000:]
+    planned = {job["rule"] for job in planned_jobs(result.stdout + result.stderr)}
+    assert {"build", "validate", "bench", "aggregate", "report"} <= planned
 
 
 def test_snakemake_report_works(cpu_run):

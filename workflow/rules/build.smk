@@ -6,6 +6,7 @@ rule build:
         "results/build/{family}/{variant}/{mode}.json",
     params:
         variant_params=lambda w: plan.params(config, variant_of(w)),
+        toolchain=provenance.toolchain(),  # a new compiler or library rebuilds, and so re-validates and re-measures
     resources:
         gpu=gpus_needed,
     log:

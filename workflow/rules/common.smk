@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 # This workflow's gemmbench and kernels, here and in every script job (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, first_on_path, locks, logs, plan, tune as tuning, workloads
+from gemmbench import config as gemmbench_config, first_on_path, locks, logs, plan, provenance, tune as tuning, workloads
 from gemmbench.config import ConfigError
 
 first_on_path(workflow.basedir)
