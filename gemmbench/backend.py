@@ -34,6 +34,7 @@ class Backend:
 
     device = "cpu"
     xp = np
+    TIMER_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 
     def inputs(self, shapes: list[tuple], seed: int) -> list:
         rng = self.xp.random.default_rng(seed)
@@ -151,6 +152,7 @@ class CudaBackend(Backend):
 
     device = "cuda"
     BLOCK_TIMEOUT_NS = 10 * 10**9
+    TIMER_RESOLUTION_S = 0.5e-6  # cudaEventElapsedTime's documented resolution ("around 0.5 microseconds")
 
     def __init__(self):
         import cupy

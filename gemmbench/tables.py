@@ -93,7 +93,8 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["speedup_vs_cublas"] = (frame.cublas_s / frame.median_s).where(ok & b2b)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & b2b)
     frame["throttled"] = frame.throttled.astype("boolean")
-    frame["converged"] = frame.converged.astype("boolean")
+    for flag in ("converged", "thin_median", "git_dirty"):
+        frame[flag] = frame[flag].astype("boolean")
     frame = frame.drop(columns=["peer", "cublas_s", "unfused_best_s"])
     return frame.sort_values(["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]).reset_index(drop=True)
 

@@ -8,21 +8,29 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-def median_ci_rel(samples) -> float:
-    """95% confidence half-width of the median relative to the median (McGill et al.: 1.57 IQR / sqrt(n))."""
+def median_ci_rel(samples, resolution_s: float = 0.0) -> float:
+    """95% confidence half-width of the median relative to the median (McGill et al.: 1.57 IQR / sqrt(n)), and
+    never below half the timer's step: samples quantised to one value do not pin the median closer than that.
+    The step is the smallest gap between distinct samples, or `resolution_s` (the timer's nominal one) without two."""
     x = np.asarray(samples, dtype=float)
     if len(x) < 2:
         return math.inf
     q25, median, q75 = np.percentile(x, [25, 50, 75])
-    return float(1.57 * (q75 - q25) / math.sqrt(len(x)) / median) if median > 0 else math.inf
+    if median <= 0:
+        return math.inf
+    gaps = np.diff(np.unique(x))
+    step = float(gaps.min()) if len(gaps) else resolution_s
+    return float(max(1.57 * (q75 - q25) / math.sqrt(len(x)), step / 2) / median)
 
 
 @dataclass
 class Sampler:
-    """Collects samples until the median is stable (relative CI under rel_precision), or budget/max ends.
+    """Collects samples until the median is stable (relative CI under rel_precision, from at least min_samples)
+    and the samples add up to min_time_s, or until max_samples or the budget ends it.
 
-    As in nvbench, the samples must also add up to min_time_s of device time before the median counts as
-    stable: a power-capped GPU's clock moves over tens of milliseconds, so short windows disagree.
+    As in nvbench, min_time_s of device time is asked for even once the median is stable: a power-capped GPU's
+    clock moves over tens of milliseconds, so short windows disagree. `converged` says only whether the precision
+    target was met; `stopped_by` says what ended the sampling.
     """
 
     min_samples: int
@@ -30,6 +38,7 @@ class Sampler:
     rel_precision: float
     budget_s: float
     min_time_s: float = 0.0
+    resolution_s: float = 0.0  # the timer's nominal step (see median_ci_rel)
     device_s: list = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
@@ -38,16 +47,26 @@ class Sampler:
 
     @property
     def converged(self) -> bool:
-        return bool(len(self.device_s) >= self.min_samples and sum(self.device_s) >= self.min_time_s
-                    and median_ci_rel(self.device_s) <= self.rel_precision)
+        return bool(len(self.device_s) >= self.min_samples
+                    and median_ci_rel(self.device_s, self.resolution_s) <= self.rel_precision)
+
+    @property
+    def stopped_by(self) -> str | None:
+        """What ends the sampling now: "precision" (stable for min_time_s), "max_samples", "budget", or None."""
+        n = len(self.device_s)
+        if self.converged and sum(self.device_s) >= self.min_time_s:
+            return "precision"
+        if n >= self.max_samples:
+            return "max_samples"
+        # Like nvbench's timeout, the budget also cuts min_samples short for a kernel that takes seconds per
+        # call, but a median needs a few samples.
+        if n >= min(self.min_samples, 3) and time.perf_counter() - self.started > self.budget_s:
+            return "budget"
+        return None
 
     @property
     def done(self) -> bool:
-        n = len(self.device_s)
-        over_budget = time.perf_counter() - self.started > self.budget_s
-        # Like nvbench's timeout, the budget also cuts min_samples short for a kernel that takes seconds per
-        # call, but a median needs a few samples.
-        return self.converged or n >= self.max_samples or (n >= min(self.min_samples, 3) and over_budget)
+        return self.stopped_by is not None
 
     def summary(self) -> dict:
         device = np.asarray(self.device_s)
@@ -55,8 +74,10 @@ class Sampler:
             "median_s": float(np.median(device)),
             "min_s": float(device.min()),
             "samples": len(device),
-            "median_ci_rel": median_ci_rel(device),
+            "median_ci_rel": median_ci_rel(device, self.resolution_s),
             "converged": self.converged,
+            "stopped_by": self.stopped_by or "budget",
+            "thin_median": len(device) < self.min_samples,  # cut short by the budget
         }
 
 
@@ -79,7 +100,7 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> l
 def sample(backend, run, timing: dict, cache: str) -> Sampler:
     """Device time per call (launch overhead excluded) until the median is stable."""
     sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
-                      timing["min_time_s"])
+                      timing["min_time_s"], backend.TIMER_RESOLUTION_S)
     while not sampler.done:
         if cache == "cold":
             backend.flush_cache()

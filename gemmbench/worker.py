@@ -175,7 +175,9 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
-        "message": f"{summary['samples']} samples" + ("" if summary["converged"] else ", median not converged"),
+        "message": f"{summary['samples']} samples, median ±{summary['median_ci_rel']:.2%}"
+                   + ("" if summary["converged"] else f", precision target not met (stopped by {summary['stopped_by']})")
+                   + (", fewer than min_samples" if summary["thin_median"] else ""),
         **summary, **(verdict or {}),
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),

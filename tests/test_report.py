@@ -44,7 +44,7 @@ CPU = {"device": "cpu", "device_reason": "no GPU found: ran the CPU families onl
 def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: int, k: int) -> dict:
     return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "host": device["host"], "device": device["device"],
             "workload": "gemm", "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k,
-            "k0": None, "n0": None, "n1": None, "seed": 1234}
+            "k0": None, "n0": None, "n1": None, "seed": 1234, "git_commit": "c0ffee", "git_dirty": False}
 
 
 def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
@@ -59,7 +59,7 @@ def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[i
         rows.append({**_shape_row(device, family, variant, mode, n, n, n), "cache": "hot",
                      "status": status, "message": message, "median_s": flops / tflops / 1e12,
                      "host_median_s": flops / tflops / 1e12 + 5e-6, "samples": 50, "median_ci_rel": 0.004,
-                     "converged": True, "flops": flops, "min_bytes": min_bytes, "tflops": tflops,
+                     "converged": True, "stopped_by": "precision", "thin_median": False, "flops": flops, "min_bytes": min_bytes, "tflops": tflops,
                      "gbps": min_bytes * tflops * 1e3 / flops, "peak_tflops": peak,
                      "pct_of_peak": 100 * tflops / peak, "pct_of_bandwidth": 10.0,
                      "rel_error": 1e-7, "max_abs_error": 1e-5, "sm_clock_mhz": 1980.0,
@@ -87,7 +87,8 @@ def _validation(device: dict, variants: list[tuple[str, str, float]], sizes: lis
 
 def _builds(variants: list[tuple[str, str, float]]) -> pd.DataFrame:
     return pd.DataFrame([{"family": family, "variant": variant, "mode": mode, "status": "ok", "message": "",
-                          "compile_s": 0.8, "registers": 64}
+                          "compile_s": 0.8, "registers": 64,
+                          "toolchain": '{"numpy": "2.4.6"}', "git_commit": "c0ffee", "git_dirty": False}
                          for (family, variant, _), mode in itertools.product(variants, ["fp32", "tf32"])])
 
 

@@ -6,8 +6,11 @@ import pytest
 from gemmbench import timing
 
 
-def test_median_ci_is_zero_for_constant_samples_and_shrinks_with_n():
-    assert timing.median_ci_rel([2.0] * 10) == 0
+def test_median_ci_is_never_below_half_the_timers_step_and_shrinks_with_n():
+    assert timing.median_ci_rel([2.0] * 10) == 0  # no step known: nothing to floor at
+    assert timing.median_ci_rel([2.0] * 10, resolution_s=0.5) == pytest.approx(0.125)  # the timer's nominal step
+    quantised = [1.0] * 60 + [1.25] * 20 + [0.75] * 20  # samples on a 0.25 grid, IQR 0.25
+    assert timing.median_ci_rel(quantised * 100) == pytest.approx(0.125)  # more samples do not beat the step
     rng = np.random.default_rng(0)
     noisy = 1 + 0.01 * rng.standard_normal(10_000)
     assert timing.median_ci_rel(noisy[:100]) > timing.median_ci_rel(noisy)
@@ -56,6 +59,8 @@ def test_budget_cuts_a_slow_kernel_short_of_min_samples_but_keeps_three():
 
 class CountingBackend:
     """A clock that returns scripted device times and counts flushes."""
+
+    TIMER_RESOLUTION_S = 1e-9
 
     def __init__(self):
         self.flushes = 0
@@ -107,10 +112,25 @@ def test_a_busy_device_is_warm_already():
     assert len(runs) == 2
 
 
-def test_the_median_counts_as_stable_only_after_min_time():
+def test_sampling_runs_for_min_time_even_once_the_median_is_stable():
     s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=0.01, budget_s=60, min_time_s=1.0)
     for _ in range(7):
         s.add(0.125)
-    assert not s.done  # stable, but only 0.875 s of samples
+    assert s.converged and not s.done  # stable, but only 0.875 s of samples
     s.add(0.125)
-    assert s.done and s.converged
+    assert s.done and s.stopped_by == "precision"
+
+
+def test_converged_means_the_precision_target_was_met_whatever_ended_sampling():
+    """A fast kernel stopped by max_samples before min_time_s is still converged if its CI met the target; a slow
+    one cut by the budget short of min_samples is neither converged nor a full median."""
+    fast = timing.Sampler(min_samples=10, max_samples=20, rel_precision=0.01, budget_s=60, min_time_s=1.0)
+    while not fast.done:
+        fast.add(1e-5)
+    summary = fast.summary()
+    assert summary["converged"] and summary["stopped_by"] == "max_samples" and not summary["thin_median"]
+    slow = timing.Sampler(min_samples=10, max_samples=20, rel_precision=0.01, budget_s=0.0)
+    for t in (1.0, 1.1, 0.9):
+        slow.add(t)
+    summary = slow.summary()
+    assert not summary["converged"] and summary["stopped_by"] == "budget" and summary["thin_median"]
