@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from gemmbench import config as gemmbench_config
-from gemmbench import logs, plan, stages, workloads
+from gemmbench import logs, plan, stages, tune, workloads
 from gemmbench.config import ConfigError
 
 
@@ -58,9 +58,16 @@ def cmd_run(args) -> int:
     variants = {v.key: v for v in plan.variants(cfg, device)}
     if args.variant not in variants:
         raise ConfigError(f"{args.variant} cannot run here (device {device}{': ' + reason if reason else ''})")
+    path, tuning = None, None
+    if device == "cuda" and plan.tuned(cfg, variants[args.variant]):  # as the pipeline: the committed tuning's kernels
+        gpu = plan.gpu_slug(cfg)
+        path, tuning = tune.committed(cfg["tune"], variants[args.variant], args.mode, gpu)
+        print(f"{args.variant} {args.mode}: " + (f"the tuned parameters of {path}" if tuning else
+              f"no current committed tuning for {gpu} ({path}): its default parameters, where the pipeline's tune "
+              f"stage would search first"), file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
         tmp = Path(tmp)
-        stages.build(cfg, args.variant, args.mode, tmp / "build.json")
+        stages.build(cfg, args.variant, args.mode, tmp / "build.json", path if tuning else None)
         stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json")
         row = stages.bench(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json", tmp / "bench.json")[0]
     flops = workloads.get(workload).flops(sizes)

@@ -44,19 +44,24 @@ class Backend:
     def poisoned_output(self, shape: tuple):
         return self.xp.full(shape, self.xp.nan, dtype=self.xp.float32)
 
-    def errors(self, reference, c) -> dict:
-        """Relative Frobenius error, max element error and unwritten (NaN) count against an fp64 reference."""
+    def errors(self, reference, c, scale=None) -> dict:
+        """Relative Frobenius error, max element error and unwritten (NaN) count against an fp64 reference; with
+        `scale` (per element, see Workload.scale), the largest element error relative to its own scale."""
         xp = self.xp
-        diff = c.astype(xp.float64) - reference
         written = ~xp.isnan(c)
+        diff = xp.abs(xp.where(written, c.astype(xp.float64) - reference, 0))
         ref_norm = float(xp.linalg.norm(reference))
-        return {
+        errors = {
             "unwritten": int(c.size - int(xp.count_nonzero(written))),
             "nonfinite": int(c.size - int(xp.count_nonzero(xp.isfinite(c)))),
-            "rel_error": float(xp.linalg.norm(xp.where(written, diff, 0))) / ref_norm if ref_norm else 0.0,
-            "max_abs_error": float(xp.max(xp.abs(xp.where(written, diff, 0)))) if c.size else 0.0,
+            "rel_error": float(xp.linalg.norm(diff)) / ref_norm if ref_norm else 0.0,
+            "max_abs_error": float(xp.max(diff)) if c.size else 0.0,
             "max_abs_reference": float(xp.max(xp.abs(reference))) if c.size else 0.0,
         }
+        if scale is not None:
+            scaled = xp.where(scale > 0, diff / xp.where(scale > 0, scale, 1), xp.where(diff > 0, xp.inf, 0))
+            errors["max_scaled_error"] = float(xp.max(scaled)) if c.size else 0.0
+        return errors
 
     def synchronize(self) -> None:
         pass

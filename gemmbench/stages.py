@@ -49,14 +49,29 @@ def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
             "seed": backends.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT))}
 
 
+CLASS_OFFSETS = (-1, 1, -3, 3)  # an off-tile shape near a size class: its sizes plus these, axis by axis
+
+
+def _validation_shapes(config: dict, variant: registry.Variant, classes: dict | None) -> list[plan.Shape]:
+    """The plan's validation shapes and, for a variant tuned per size class, one off-tile shape per class: the
+    square sweep sizes are whole tiles of every class's kernel, and each class's kernel is the one timed there."""
+    shapes = plan.validation_shapes(config)
+    known = {shape.dims for shape in shapes}
+    axes = workloads.get(variant.workload).axes
+    for size in sorted(int(size) for size in classes or {} if size):
+        shape = plan.Shape.of(variant.workload, [size + d for d in CLASS_OFFSETS[:len(axes)]], "awkward")
+        if shape.dims not in known:
+            shapes.append(shape)
+    return shapes
+
+
 def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
     when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
     variant = _variant(config, key)
     settings = tuning.settings(config["tune"], variant)
     expected = tuning.key(variant, mode, settings)
-    committed = tuning.committed_path(gpu, variant, mode)
-    record = tuning.reusable(committed, expected)
+    committed, record = tuning.committed(config["tune"], variant, mode, gpu)
     if record:
         reused_from = str(committed.relative_to(tuning.COMMITTED.parent.parent))
         log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
@@ -117,7 +132,8 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     tuned = read_json(tuning_path)["classes"] if tuning_path else {}
     classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
     # A variant specialised per shape compiles every shape validation and bench will run, here and off the GPU lock.
-    prepare = [shape.sizes for shape in plan.validation_shapes(config) if not plan.skip_reason(config, variant, shape)]
+    prepare = [shape.sizes for shape in _validation_shapes(config, variant, classes)
+               if not plan.skip_reason(config, variant, shape)]
     task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [])
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
@@ -157,7 +173,8 @@ def _run_points(kind, config, variant, mode, shapes, blocked, classes, keep=lamb
 
 
 def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
-    """Every sweep size and awkward shape, on fresh inputs with NaN-poisoned outputs, vs an fp64 reference."""
+    """Every sweep size and awkward shape (and an off-tile shape per tuned size class), on fresh inputs with
+    NaN-poisoned outputs, vs an fp64 reference."""
     variant, built = _variant(config, key), read_json(build_path)
 
     def blocked(shape):
@@ -165,8 +182,8 @@ def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
             return "error", f"build failed: {built['message']}"
         return None
 
-    rows, devices = _run_points("validate", config, variant, mode, plan.validation_shapes(config), blocked,
-                                built.get("tuned"))
+    rows, devices = _run_points("validate", config, variant, mode, _validation_shapes(config, variant, built.get("tuned")),
+                                blocked, built.get("tuned"))
     write_json(out, {"rows": rows, "devices": devices})
     return rows
 

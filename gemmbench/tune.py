@@ -68,6 +68,13 @@ def reusable(path: Path, expected_key: str) -> dict | None:
     return record if record.get("key") == expected_key else None
 
 
+def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> tuple[Path, dict | None]:
+    """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
+    the current sources, search space and tune settings (`tune`: the config's tune section)."""
+    path = committed_path(gpu, variant, mode)
+    return path, reusable(path, key(variant, mode, settings(tune, variant)))
+
+
 def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
     """The fastest validated candidate at each class size."""
     classes = {}

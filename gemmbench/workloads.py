@@ -23,6 +23,9 @@ class Workload:
     operands: Callable[[dict], list[tuple]]  # shapes of the inputs, in run() order
     output: Callable[[dict], tuple]
     reference: Callable[[object, list], object]  # (xp, float64 operands) -> float64 result
+    # (xp, float64 operands) -> per output element, the root-sum-square of the products summed into it: rounding
+    # errors grow with it, so an element's error is judged against its own (not the largest element's)
+    scale: Callable[[object, list], object]
     flops: Callable[[dict], object]
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
@@ -48,6 +51,7 @@ WORKLOADS = {
         operands=lambda d: [(d["m"], d["k"]), (d["k"], d["n"])],
         output=lambda d: (d["m"], d["n"]),
         reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
+        scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
         flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
         formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
         figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"),
@@ -57,6 +61,7 @@ WORKLOADS = {
         operands=lambda d: [(d["m"], d["k0"]), (d["k0"], d["n0"]), (d["n0"], d["n1"])],
         output=lambda d: (d["m"], d["n1"]),
         reference=lambda xp, ops: xp.matmul(xp.matmul(ops[0], ops[1]), ops[2]),
+        scale=lambda xp, ops: xp.sqrt(xp.matmul(xp.matmul(ops[0] ** 2, ops[1] ** 2), ops[2] ** 2)),
         flops=lambda d: 2.0 * d["m"] * d["k0"] * d["n0"] + 2.0 * d["m"] * d["n0"] * d["n1"],
         formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
                 "without the m×n0 intermediate",

@@ -2,13 +2,16 @@ import numpy as np
 import pytest
 
 from gemmbench import backend as backends
-from gemmbench import checking
+from gemmbench import checking, workloads
 from gemmbench.checking import verdict
 
 
-def reference(a, b):
-    """The fp64 product the harness checks a gemm against."""
-    return a.astype("float64") @ b.astype("float64")
+def checked(cpu, a, b, c, tolerance=1e-4):
+    """The harness's verdict on c = a @ b: errors against the fp64 product, each element's against its own scale."""
+    wide = [a.astype("float64"), b.astype("float64")]
+    gemm = workloads.get("gemm")
+    errors = cpu.errors(gemm.reference(np, wide), c, gemm.scale(np, wide))
+    return (*verdict(errors, tolerance, c.size), errors)
 
 
 @pytest.fixture
@@ -31,7 +34,7 @@ def test_correct_product_passes(cpu):
     a, b = cpu.inputs([(100, 201), (201, 37)], seed=3)
     c = cpu.poisoned_output((100, 37))
     np.matmul(a, b, out=c)
-    status, message = verdict(cpu.errors(reference(a, b), c), 1e-4, c.size)
+    status, message, _ = checked(cpu, a, b, c)
     assert status == "ok", message
 
 
@@ -39,25 +42,37 @@ def test_unwritten_outputs_fail(cpu):
     a, b = cpu.inputs([(20, 40), (40, 30)], seed=4)
     c = cpu.poisoned_output((20, 30))
     c[:, :-1] = a @ b[:, :-1]  # last column never written
-    status, message = verdict(cpu.errors(reference(a, b), c), 1e-4, c.size)
+    status, message, _ = checked(cpu, a, b, c)
     assert status == "failed" and "20 of 600 outputs are NaN" in message
 
 
 def test_wrong_values_fail_on_the_norm(cpu):
     a, b = cpu.inputs([(64, 64), (64, 64)], seed=5)
     c = (a @ b.T).astype(np.float32)  # a classic indexing bug
-    status, message = verdict(cpu.errors(reference(a, b), c), 1e-4, c.size)
+    status, message, _ = checked(cpu, a, b, c)
     assert status == "failed" and "relative error" in message
 
 
-def test_one_wrong_element_fails_on_the_max_error_even_when_the_norm_passes(cpu):
+def test_one_wrong_element_fails_on_its_own_scale_even_when_the_norm_passes(cpu):
     a, b = cpu.inputs([(1024, 1024), (1024, 1024)], seed=6)
     c = a @ b
     c[5, 7] += 1.0
-    errors = cpu.errors(reference(a, b), c)
+    status, message, errors = checked(cpu, a, b, c)
     assert errors["rel_error"] < 1e-4  # the Frobenius norm alone would miss it
-    status, message = verdict(errors, 1e-4, c.size)
-    assert status == "failed" and "max element error" in message
+    assert status == "failed" and "root-sum-square of its products" in message
+
+
+def test_one_dropped_product_term_is_caught_where_a_bound_on_the_largest_element_would_miss_it(cpu):
+    """A term of ~0.02 missing from one element of a 1024 product: far below 10 x tolerance x max|R| (the bound on
+    the largest element), far above that element's own rounding."""
+    a, b = cpu.inputs([(1024, 1024), (1024, 1024)], seed=8)
+    products = np.abs(a[:, :1] * b[:1, :])  # the p = 0 term of every element
+    i, j = np.argwhere((products > 0.015) & (products < 0.03))[0]
+    c = a @ b
+    c[i, j] -= a[i, 0] * b[0, j]
+    status, message, errors = checked(cpu, a, b, c)
+    assert errors["max_abs_error"] < 10 * 1e-4 * errors["max_abs_reference"]
+    assert status == "failed" and "root-sum-square" in message
 
 
 def test_tf32_sized_errors_pass_tf32_tolerance_but_not_fp32(cpu):
@@ -65,9 +80,8 @@ def test_tf32_sized_errors_pass_tf32_tolerance_but_not_fp32(cpu):
     # Round the inputs to TF32 (10 explicit mantissa bits), as the tensor cores do.
     tf32 = lambda x: (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa: E731
     c = tf32(a) @ tf32(b)
-    errors = cpu.errors(reference(a, b), c)
-    assert verdict(errors, 2e-3, c.size)[0] == "ok"
-    assert verdict(errors, 1e-5, c.size)[0] == "failed"
+    assert checked(cpu, a, b, c, 2e-3)[0] == "ok"
+    assert checked(cpu, a, b, c, 1e-5)[0] == "failed"
 
 
 H100_LIKE = {"device": "cuda", "peak_tflops": {"fp32": 60.0, "tf32": 500.0}, "copy_bandwidth_gbps": 3000.0,

@@ -1,4 +1,6 @@
 """Fault injection through the real stages: wrong, hanging and crashing kernels end as status rows."""
+import json
+
 import pytest
 
 from gemmbench import config, stages
@@ -29,6 +31,7 @@ def test_wrong_kernel_is_caught_by_validation_and_not_benchmarked(cfg, tmp_path)
 
 
 def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_not_published(cfg, tmp_path):
+    cfg["timing"]["warmup_runs"] = 3  # as by default: the timed launches come after the kernel stopped working
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-stateful")
     assert {r["status"] for r in rows.values()} == {"ok"}  # validation sees only its first call
     assert bench["status"] == "failed"
@@ -75,6 +78,19 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
+
+
+def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_parameters(tmp_path, cpu_config):
+    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 64], validation_shapes=[[7, 13, 5]],
+                      cache_dir=str(tmp_path / "cache"))
+    cfg = config.validate(cpu_config)
+    tuned = {"gpu": "test-cpu", "classes": {"32": {"params": {"delay_ms": 0}}, "64": {"params": {"delay_ms": 1}}}}
+    (tmp_path / "tune.json").write_text(json.dumps(tuned))
+    stages.build(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "tune.json")
+    rows = stages.validate(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    params = {(r["m"], r["n"], r["k"]): json.loads(r["params"]) for r in rows}
+    assert params[(31, 33, 29)] == {"delay_ms": 0} and params[(63, 65, 61)] == {"delay_ms": 1}
+    assert {r["status"] for r in rows} == {"ok"} and len(rows) == 5  # 2 sweep, 1 listed, 2 per class
 
 
 def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp_path):

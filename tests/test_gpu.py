@@ -129,3 +129,17 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     assert build["status"] == "ok", build["message"]
     rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
     assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), [(r["m"], r["message"]) for r in rows]
+
+
+def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_does(capsys):
+    """On a GPU model with committed tuning (the H100 and H200 have it for the CuPy rungs), `run` builds the tuned
+    per-class kernels; elsewhere it says it runs the defaults."""
+    from gemmbench import plan, tune
+    from gemmbench.__main__ import main
+
+    cfg = config.validate({"device": "cuda"})
+    _, committed = tune.committed(cfg["tune"], registry.load()["cupy/06_blocktile_2d"], "fp32", plan.gpu_slug(cfg))
+    code = main(["run", "cupy/06_blocktile_2d", "--size", "1024"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert ("the tuned parameters of" if committed else "no current committed tuning") in err

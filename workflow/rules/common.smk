@@ -110,8 +110,5 @@ def planned(pattern):
 
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
-    variant = variant_of(wildcards)
-    settings = tuning.settings(config["tune"], variant)
-    committed = tuning.committed_path(wildcards.gpu, variant, wildcards.mode)
-    reusable = tuning.reusable(committed, tuning.key(variant, wildcards.mode, settings))
+    _, reusable = tuning.committed(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu)
     return 0 if reusable else gpus_needed(wildcards)
