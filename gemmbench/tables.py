@@ -74,6 +74,8 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
                  for u, dev in zip(frame.gpu_uuid, frame.device)]
     frame["peak_tflops"] = pd.to_numeric(pd.Series(peak, index=frame.index), errors="coerce")
     frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
+    max_clock = pd.to_numeric(frame.gpu_uuid.map(lambda u: by_uuid.get(u, {}).get("max_sm_clock_mhz")), errors="coerce")
+    frame["pct_of_peak_at_clock"] = frame.pct_of_peak * max_clock / pd.to_numeric(frame.sm_clock_mean_mhz, errors="coerce")
     frame["pct_of_bandwidth"] = 100 * frame.gbps / pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
 
     # % of cuBLAS: the cuBLAS row of this run with the same workload, shape and mode on the same GPU model (a sweep

@@ -169,8 +169,9 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
     before = backend.telemetry()
     out.fill(np.nan)  # from here on only the timed launches write it
-    sampler = timing.sample(backend, run, task.timing, task.cache)
-    after = backend.telemetry()
+    with backend.watch() as window:
+        sampler = timing.sample(backend, run, task.timing, task.cache)
+    after, clocks = backend.telemetry(), window.summary()
     LOAD.end()
     summary = sampler.summary()
     checked, why, _ = _checked(workload, backend, operands, out, task.tolerance)
@@ -178,8 +179,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                                    device or {}, task.mode, task.cache)
     verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
         {"status": "failed", "message": f"timing refused: {refused}"} if refused else None
-    slowdown = sorted(set(before.get("slowdown", [])) | set(after.get("slowdown", [])))
-    clock_drop = bool(before and after["sm_clock_mhz"] < 0.95 * before["sm_clock_mhz"])
+    slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", [])) | set(after.get("slowdown", [])))
+    clock_drop = bool(before and clocks["sm_clock_min_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
         "message": f"{summary['samples']} samples, median ±{summary['median_ci_rel']:.2%}"
@@ -188,7 +189,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         **summary, **(verdict or {}),
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
-        "power_w": before.get("power_w"), "power_w_after": after.get("power_w"),
+        "power_w": before.get("power_w"), "power_w_after": after.get("power_w"), **clocks,
         "throttled": bool(slowdown) or clock_drop,
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time

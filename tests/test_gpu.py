@@ -143,3 +143,15 @@ def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_
     err = capsys.readouterr().err
     assert code == 0
     assert ("the tuned parameters of" if committed else "no current committed tuning") in err
+
+
+def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
+    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "sizes": [2048],
+                           "validation_shapes": []})
+    stages.build(cfg, "cublas/gemm", "fp32", tmp_path / "build.json")
+    stages.validate(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    row = stages.bench(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                       tmp_path / "bench.json")[0]
+    assert row["status"] == "ok", row["message"]
+    assert row["clock_reads"] >= 2 and 0 < row["sm_clock_min_mhz"] <= row["sm_clock_mean_mhz"]
+    assert 0 <= row["slowdown_share"] <= 1

@@ -134,3 +134,23 @@ def test_converged_means_the_precision_target_was_met_whatever_ended_sampling():
         slow.add(t)
     summary = slow.summary()
     assert not summary["converged"] and summary["stopped_by"] == "budget" and summary["thin_median"]
+
+
+def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
+    from gemmbench.backend import ClockWatch
+
+    clocks = iter([1980, 1980, 1500, 1980] + [1980] * 1000)
+
+    def read():
+        clock = next(clocks)
+        return {"sm_clock_mhz": clock, "slowdown": ["sw_power_cap"] if clock < 1980 else []}
+
+    with ClockWatch(read, interval_s=0.001) as window:
+        __import__("time").sleep(0.05)
+    summary = window.summary()
+    assert summary["clock_reads"] >= 5 and summary["sm_clock_min_mhz"] == 1500
+    assert 1500 < summary["sm_clock_mean_mhz"] < 1980 and 0 < summary["slowdown_share"] < 0.5
+    assert summary["slowdown"] == ["sw_power_cap"]
+    with ClockWatch(None) as nothing:  # a CPU: no telemetry, no columns
+        pass
+    assert nothing.summary() == {}
