@@ -73,8 +73,13 @@ class Backend:
         self.synchronize()
         return time.perf_counter() - start
 
-    def device_time(self, run) -> float:
-        return self.host_time(run)
+    def device_time(self, run, launches: int = 1) -> float:
+        """Seconds for `launches` calls in a row (wall time on a CPU)."""
+        start = time.perf_counter()
+        for _ in range(launches):
+            run()
+        self.synchronize()
+        return time.perf_counter() - start
 
     def flush_cache(self) -> None:
         scratch = getattr(self, "_scratch", None)
@@ -183,14 +188,15 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         self.stream.synchronize()
 
-    def device_time(self, run) -> float:
-        """Queue start event, the launch and the stop event behind a spinning kernel, then release it:
+    def device_time(self, run, launches: int = 1) -> float:
+        """Queue start event, the launch(es) and the stop event behind a spinning kernel, then release it:
         the events bracket only device work, never the host's launch overhead."""
         self.flags[:] = 0
         ptr = np.uint64(self._flags_mem.ptr)
         self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
         self._start.record(self.stream)
-        run()
+        for _ in range(launches):
+            run()
         self._stop.record(self.stream)
         self.flags[0] = 1
         self._stop.synchronize()

@@ -281,6 +281,9 @@ def methodology(config: dict) -> dict:
                        "so the host's launch overhead is excluded; CPU variants: wall time per call",
         "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
                      "launches after the first",
+        "Batched time": "for kernels under 100 µs with a hot cache, also the device time per launch of as many "
+                        "launches queued between one pair of events as span 100 µs (batched_median_s), beside the "
+                        "one-launch median that every figure and ratio uses (median_s)",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
                     f"points back to back, so only its first point waits that long), then samples until the 95% "

@@ -13,7 +13,8 @@ from gemmbench.workloads import SHAPE_COLUMNS
 from kernels.b2b import UNFUSED_PREFIX
 
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
-SAMPLE_COLUMNS = {"sample_device_s": "device", "warmup_host_s": "host"}  # row field -> timer in the samples table
+# row field -> timer in the samples table (batched: per-launch seconds of a sample of batch_launches launches)
+SAMPLE_COLUMNS = {"sample_device_s": "device", "sample_batched_s": "batched", "warmup_host_s": "host"}
 
 
 def _rows(paths) -> list[dict]:

@@ -106,3 +106,21 @@ def sample(backend, run, timing: dict, cache: str) -> Sampler:
             backend.flush_cache()
         sampler.add(backend.device_time(run))
     return sampler
+
+
+BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
+
+
+def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str) -> tuple[int, Sampler | None]:
+    """For a kernel shorter than BATCH_TARGET_S, per-launch times from samples of several launches queued between
+    one pair of events (enough to span BATCH_TARGET_S): one launch per event pair also times the gap the events and
+    the launch leave on the device. Returns (launches per sample, the sampler of per-launch times), or (1, None)
+    for a kernel long enough already, and with a cold cache (the launches after a batch's first would run hot)."""
+    launches = math.ceil(BATCH_TARGET_S / per_launch_s) if per_launch_s > 0 else 1
+    if launches <= 1 or cache == "cold":
+        return 1, None
+    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
+                      timing["min_time_s"], backend.TIMER_RESOLUTION_S / launches)
+    while not sampler.done:
+        sampler.add(backend.device_time(run, launches) / launches)
+    return launches, sampler

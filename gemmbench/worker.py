@@ -171,6 +171,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     out.fill(np.nan)  # from here on only the timed launches write it
     with backend.watch() as window:
         sampler = timing.sample(backend, run, task.timing, task.cache)
+        launches, batched = timing.sample_batched(backend, run, sampler.summary()["median_s"], task.timing, task.cache)
     after, clocks = backend.telemetry(), window.summary()
     LOAD.end()
     summary = sampler.summary()
@@ -195,7 +196,9 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time
         "host_median_s": float(np.median(host_s[1:] or host_s)), "warmup_runs": len(host_s),
         "measure_s": time.perf_counter() - start,  # warm-up and sampling
-        "sample_device_s": sampler.device_s, "warmup_host_s": host_s, "params": json.dumps(params),
+        "batch_launches": launches, "batched_median_s": batched.summary()["median_s"] if batched else None,
+        "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
+        "warmup_host_s": host_s, "params": json.dumps(params),
     }
 
 

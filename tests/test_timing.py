@@ -154,3 +154,16 @@ def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
     with ClockWatch(None) as nothing:  # a CPU: no telemetry, no columns
         pass
     assert nothing.summary() == {}
+
+
+def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not():
+    class Batching(CountingBackend):
+        def device_time(self, run, launches=1):
+            self.calls += launches
+            return 2e-6 + launches * 5e-6  # a fixed cost per event pair, then 5 µs per launch
+
+    cfg = {"min_samples": 5, "max_samples": 5, "rel_precision": 0.01, "budget_s": 10, "min_time_s": 0}
+    launches, batched = timing.sample_batched(Batching(), lambda: None, 7e-6, cfg, "hot")
+    assert launches == 15 and batched.summary()["median_s"] == pytest.approx(5e-6 + 2e-6 / 15)
+    assert timing.sample_batched(Batching(), lambda: None, 2e-4, cfg, "hot") == (1, None)
+    assert timing.sample_batched(Batching(), lambda: None, 7e-6, cfg, "cold") == (1, None)
