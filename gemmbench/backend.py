@@ -4,6 +4,7 @@ Both backends offer the same operations, so validation and timing are one code p
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -42,8 +43,19 @@ class Backend:
         # Uniform in [-1, 1): random signs and magnitudes, never all zeros or ones.
         return [rng.random(shape, dtype=self.xp.float32) * 2 - 1 for shape in shapes]
 
-    def poisoned_output(self, shape: tuple):
-        return self.xp.full(shape, self.xp.nan, dtype=self.xp.float32)
+    GUARD_ELEMENTS = 4096  # NaN-poisoned elements before and after every output: a store past either end shows
+
+    def poisoned_output(self, shape: tuple) -> tuple:
+        """(output, guarded buffer): a NaN-filled output inside a NaN-filled buffer with guard bands on both
+        sides, so that a kernel writing past its output (into what would be the pool's slack) is seen."""
+        size = math.prod(shape)
+        buffer = self.xp.full(size + 2 * self.GUARD_ELEMENTS, self.xp.nan, dtype=self.xp.float32)
+        return buffer[self.GUARD_ELEMENTS:self.GUARD_ELEMENTS + size].reshape(shape), buffer
+
+    def outside_writes(self, buffer) -> int:
+        """Guard-band elements of `buffer` (from poisoned_output) that are no longer NaN."""
+        guards = self.xp.concatenate([buffer[:self.GUARD_ELEMENTS], buffer[-self.GUARD_ELEMENTS:]])
+        return int(self.xp.count_nonzero(~self.xp.isnan(guards)))
 
     def errors(self, reference, c, scale=None) -> dict:
         """Relative Frobenius error, max element error and unwritten (NaN) count against an fp64 reference; with

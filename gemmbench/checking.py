@@ -9,6 +9,8 @@ ELEMENT_FACTOR = 3
 
 
 def verdict(errors: dict, tolerance: float, size: int) -> tuple[str, str]:
+    if errors.get("outside_writes"):
+        return "failed", f"{errors['outside_writes']} elements written outside the output (its guard bands)"
     if errors["unwritten"]:
         return "failed", f"{errors['unwritten']} of {size} outputs are NaN (never written, or computed as NaN)"
     if errors["nonfinite"]:

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,26 @@ def _read_events(stream, events: queue.Queue) -> None:
     events.put(None)  # end of stream: the worker exited
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed in this process's cgroup (v2), or None if unknown."""
+    try:
+        group = Path("/proc/self/cgroup").read_text().split("::", 1)[1].strip()
+        events = (Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.events").read_text()
+    except (OSError, IndexError):
+        return None
+    found = re.search(r"^oom_kill (\d+)", events, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def exit_failure(code: int, oom_killed: bool, stderr: str) -> dict:
+    """The row of points lost when the worker exited without reporting them."""
+    if code == -signal.SIGKILL and oom_killed:
+        return {"status": "oom", "message": "worker killed by the kernel's OOM killer (the cgroup's oom_kill count "
+                                            f"rose meanwhile): {stderr}"}
+    how = f"killed by signal {-code}" if code < 0 else "crash"
+    return {"status": "error", "message": f"worker exited with code {code} ({how}): {stderr}"}
+
+
 def _stderr_tail(path: Path, limit: int = 1500) -> str:
     text = path.read_text(errors="replace").strip()
     return text[-limit:]
@@ -56,6 +77,7 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
         task.save(task_path)
         start = 0
         while start < count:
+            kills_before = oom_kills()
             with open(stderr_path, "w") as stderr:
                 proc = subprocess.Popen([sys.executable, "-m", "gemmbench.worker", str(task_path), str(start)],
                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
@@ -73,9 +95,9 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
                     failed = {"status": "timeout", "message": f"{stage} still running after {timeout_s:g} s: killed"}
                     break
                 if event is None:
-                    code = proc.wait()
-                    failed = {"status": "error", "message": f"worker exited with code {code} "
-                              f"({'killed by signal ' + str(-code) if code < 0 else 'crash'}): {_stderr_tail(stderr_path)}"}
+                    code, kills = proc.wait(), oom_kills()
+                    failed = exit_failure(code, None not in (kills, kills_before) and kills > kills_before,
+                                          _stderr_tail(stderr_path))
                     break
                 deadline = time.monotonic() + timeout_s
                 if event["event"] == "ready":

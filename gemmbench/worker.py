@@ -32,9 +32,13 @@ def _channel():
     return lambda **msg: channel.write(json.dumps(msg, default=plain) + "\n")
 
 
+OUT_OF_MEMORY = ("out of memory", "out_of_memory", "alloc_failed")  # CuPy, CUDA (Numba), cuBLAS, in lower case
+
+
 def failure_row(exc: BaseException) -> dict:
     text = f"{type(exc).__name__}: {exc}".strip()
-    oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or "out of memory" in text.lower()
+    oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or \
+        any(words in text.lower() for words in OUT_OF_MEMORY)
     return {"status": "oom" if oom else "error", "message": text[:2000]}
 
 
@@ -104,18 +108,21 @@ def build_row(variant, task: Task, backend) -> dict:
     return {"status": "ok", "message": message, **facts}
 
 
-def _problem(variant, backend, point: Point) -> tuple[list, object, object]:
-    """Fresh inputs for the point's shape (from its seed), a NaN-poisoned output, and the workload's definition."""
+def _problem(variant, backend, point: Point) -> tuple[list, object, object, object]:
+    """Fresh inputs for the point's shape (from its seed), a NaN-poisoned output in its guarded buffer, and the
+    workload's definition."""
     workload = workloads.get(variant.workload)
     return (backend.inputs(workload.operands(point.sizes), point.seed),
-            backend.poisoned_output(workload.output(point.sizes)), workload)
+            *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
-def _checked(workload, backend, operands, out, tolerance: float) -> tuple[str, str, dict]:
-    """(status, message, errors) of `out` against the fp64 reference of `operands`, once the device is done."""
+def _checked(workload, backend, operands, out, buffer, tolerance: float) -> tuple[str, str, dict]:
+    """(status, message, errors) of `out` against the fp64 reference of `operands`, and of the guard bands around
+    it in `buffer`, once the device is done."""
     backend.synchronize()
     wide = [x.astype(backend.xp.float64) for x in operands]
     errors = backend.errors(workload.reference(backend.xp, wide), out, workload.scale(backend.xp, wide))
+    errors["outside_writes"] = backend.outside_writes(buffer)
     return (*checking.verdict(errors, tolerance, out.size), errors)
 
 
@@ -124,11 +131,11 @@ VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right o
 
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
-    operands, out, workload = _problem(variant, backend, point)
+    operands, out, buffer, workload = _problem(variant, backend, point)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
         variant.run(built.artifact, *operands, out)
-        status, message, errors = _checked(workload, backend, operands, out, task.tolerance)
+        status, message, errors = _checked(workload, backend, operands, out, buffer, task.tolerance)
         if status != "ok":
             message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
             break
@@ -163,7 +170,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     either means the timed region did not hold the work (a kernel that skips work once warm, a launch on another
     stream)."""
     params, built = chosen
-    operands, out, workload = _problem(variant, backend, point)
+    operands, out, buffer, workload = _problem(variant, backend, point)
     run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
@@ -175,7 +182,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     after, clocks = backend.telemetry(), window.summary()
     LOAD.end()
     summary = sampler.summary()
-    checked, why, _ = _checked(workload, backend, operands, out, task.tolerance)
+    checked, why, _ = _checked(workload, backend, operands, out, buffer, task.tolerance)
     refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
                                    device or {}, task.mode, task.cache)
     verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
@@ -232,6 +239,8 @@ def main(task_path: str, start: int) -> int:
     task = Task.load(task_path)
     try:
         variant = registry.load(task.variant_modules)[task.variant]
+        if task.mode == "tf32" and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+            raise ValueError("NVIDIA_TF32_OVERRIDE=0 is set: it turns TF32 off in cuBLAS, so tf32 rows would be FP32")
         backend = backends.create(task.device)
         if task.kind == "build":
             send(event="start", index=0)

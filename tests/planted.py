@@ -55,7 +55,14 @@ def _tf32_inputs(artifact, a, b, c):
     np.matmul(tf32(a), tf32(b), out=c)
 
 
-for name, run in {"planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash,
+def _past_the_end(artifact, a, b, c):
+    """Right, and one element more: a store past the end of C, where a pool would have slack."""
+    np.matmul(a, b, out=c)
+    past = np.ndarray((c.size + 1,), dtype=c.dtype, buffer=c.base, offset=c.ctypes.data - c.base.ctypes.data)
+    past[-1] = 0.0
+
+
+for name, run in {"planted-past-the-end": _past_the_end, "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash,
                   "planted-slow": _slow, "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))
@@ -98,3 +105,7 @@ def _specialised(artifact, a, b, c):
 register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=("fp32",), build=_build_specialised,
                  run=_specialised, prepare=_compile_for_shape,
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
+
+register(Variant(family="cpu", name="planted-tf32-mode", device="cpu", modes=("fp32", "tf32"), build=_build,
+                 run=lambda artifact, a, b, c: np.matmul(a, b, out=c),
+                 description="test: a variant that declares a tf32 mode"))

@@ -32,7 +32,7 @@ def test_inputs_are_seeded_fresh_and_never_trivial(cpu):
 
 def test_correct_product_passes(cpu):
     a, b = cpu.inputs([(100, 201), (201, 37)], seed=3)
-    c = cpu.poisoned_output((100, 37))
+    c, _ = cpu.poisoned_output((100, 37))
     np.matmul(a, b, out=c)
     status, message, _ = checked(cpu, a, b, c)
     assert status == "ok", message
@@ -40,7 +40,7 @@ def test_correct_product_passes(cpu):
 
 def test_unwritten_outputs_fail(cpu):
     a, b = cpu.inputs([(20, 40), (40, 30)], seed=4)
-    c = cpu.poisoned_output((20, 30))
+    c, _ = cpu.poisoned_output((20, 30))
     c[:, :-1] = a @ b[:, :-1]  # last column never written
     status, message, _ = checked(cpu, a, b, c)
     assert status == "failed" and "20 of 600 outputs are NaN" in message

@@ -38,6 +38,13 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
     assert bench["message"].startswith("the timed launches' output:") and "NaN" in bench["message"]
 
 
+def test_a_store_past_the_end_of_the_output_fails_validation(cfg, tmp_path):
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-past-the-end")
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert all("1 elements written outside the output" in r["message"] for r in rows.values())
+    assert bench["status"] == "skipped"
+
+
 def test_tf32_rounded_inputs_fail_fp32_validation(cfg, tmp_path):
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-tf32-inputs")
     assert {r["status"] for r in rows.values()} == {"failed"}
@@ -103,3 +110,35 @@ def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-specialised")
     assert rows[(7, 13, 5)]["status"] == "error" and "no kernel for 7x13x5" in rows[(7, 13, 5)]["message"]
     assert rows[(32, 32, 32)]["status"] == "ok" and bench["status"] == "ok"
+
+
+@pytest.mark.parametrize("code, oom_killed, status, says", [
+    (-9, True, "oom", "OOM killer"),  # SIGKILL while the cgroup's oom_kill count rose
+    (-9, False, "error", "killed by signal 9"),
+    (-6, True, "error", "killed by signal 6"),  # an abort is not the OOM killer's
+    (1, False, "error", "crash"),
+])
+def test_a_worker_killed_for_memory_is_oom_and_other_deaths_are_errors(code, oom_killed, status, says):
+    from gemmbench.supervise import exit_failure
+
+    row = exit_failure(code, oom_killed, "the worker's last words")
+    assert row["status"] == status and says in row["message"] and "last words" in row["message"]
+
+
+@pytest.mark.parametrize("exc", [
+    MemoryError(),
+    RuntimeError("[CUDA_ERROR_OUT_OF_MEMORY] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY"),  # Numba
+    RuntimeError("CUBLAS_STATUS_ALLOC_FAILED"),  # cuBLAS
+    type("OutOfMemoryError", (Exception,), {})("Out of memory allocating 1,024 bytes"),  # CuPy
+])
+def test_running_out_of_device_memory_is_oom_in_every_family(exc):
+    from gemmbench.worker import failure_row
+
+    assert failure_row(exc)["status"] == "oom"
+
+
+def test_tf32_with_the_override_that_turns_it_off_is_refused(cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    cfg.update(modes=["tf32"])
+    build = stages.build(cfg, "cpu/planted-tf32-mode", "tf32", tmp_path / "build.json")
+    assert build["status"] == "error" and "NVIDIA_TF32_OVERRIDE=0" in build["message"]

@@ -36,7 +36,7 @@ def test_tf32_is_really_tensor_core_tf32(cuda):
     a, b = cuda.inputs([(512, 2048), (2048, 512)], seed=1)
     errors = {}
     for mode in ("fp32", "tf32"):
-        c = cuda.poisoned_output((512, 512))
+        c, _ = cuda.poisoned_output((512, 512))
         variant.run(variant.build(mode, {}, None).artifact, a, b, c)
         cuda.synchronize()
         errors[mode] = cuda.errors(reference(a, b), c)["rel_error"]
