@@ -1,8 +1,11 @@
 """The whole Snakemake DAG on CPU families: end to end to the report, lint, dry runs, faults, resume."""
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pandas as pd
@@ -93,6 +96,10 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
         assert f"results/bench/cublas/gemm/{mode}.json" in out
     assert "results/bench/cpu/numpy-blas/fp32.json" in out
     assert not (tmp_path / "results").exists()
+    # What determines a kernel is what re-runs it: its source, its family's launch code and the shared helpers.
+    build = re.search(r"rule build:\n    input: ([^\n]*)\n    output: results/build/cupy/03_smem_tiles/fp32.json", out)
+    assert build and {"03_smem_tiles.cu", "common.cuh", "ladder.py", "tiles.py"} <= {
+        p.rsplit("/", 1)[-1] for p in build.group(1).split(", ")}, build
     # Builds launch nothing, so they share the GPU and run beside the one job that measures on it.
     jobs = [job for job in planned_jobs(out) if job["rule"] in ("build", "validate", "bench")]
     assert {job["gpu"] for job in jobs if job["rule"] == "build"} == {"0"}
@@ -176,3 +183,29 @@ def test_tables_schema_is_the_one_the_issue_promises():
     assert {"gpu", "family", "variant", "mode", "m", "n", "k", "status", "median_s", "tflops",
             "pct_of_cublas", "pct_of_peak", "rel_error"} <= required
     assert json.dumps(tables.SCHEMA)  # plain data
+
+
+def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_variants(tmp_path):
+    """On a copy of the workflow whose outputs are all up to date (--touch), appending to kernels/cupy/ladder.py
+    (the CuPy rungs' launch code, not a kernel file) re-runs each rung's tune, build, validation and bench."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".gpu-node", ".snakemake", "results", "reports", "__pycache__"))
+    command = [sys.executable, "-m", "snakemake", "-s", str(tree / "Snakefile"), "--directory", str(tree), "--cores",
+               "1", "--config", "device=cuda", "families=[cupy]", "variants=[cupy/03_smem_tiles, cupy/04_rect_tiles]"]
+    env = {**SNAKEMAKE_ENV, "PYTHONPATH": str(tree)}
+    planned = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
+    for outputs in re.findall(r"\n    output: ([^\n]*)", planned.stdout + planned.stderr):
+        for output in outputs.split(", "):
+            (tree / output).parent.mkdir(parents=True, exist_ok=True)
+            (tree / output).touch()
+    assert subprocess.run(command + ["--touch"], capture_output=True, text=True, env=env).returncode == 0
+    up_to_date = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
+    assert "Nothing to be done" in up_to_date.stdout + up_to_date.stderr
+    with open(tree / "kernels/cupy/ladder.py", "a") as ladder:
+        ladder.write("# an edit to the launch code\n")
+    again = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
+    jobs = planned_jobs(again.stdout + again.stderr)
+    for rule in ("tune", "build", "validate", "bench"):
+        assert sorted(job["wildcards"].split("variant=")[1].split(",")[0] for job in jobs if job["rule"] == rule) == [
+            "03_smem_tiles", "04_rect_tiles"], rule

@@ -1,5 +1,4 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
-import inspect
 import sys
 from pathlib import Path
 
@@ -43,8 +42,8 @@ onstart:
         if not config["tune"]["gpu"] and any(plan.tuned(config, v) for v in VARIANTS.values()):
             raise WorkflowError("on a cluster, tuned variants need tune.gpu: the GPU model they are tuned for, "
                                 "e.g. --config tune='{gpu: NVIDIA H200}'")
-    # Only when jobs really run here (not in dry runs, not on a cluster submit host).
-    if DEVICE == "cuda" and workflow.local_exec:
+    # Only when jobs really run here (not in dry runs, --touch, or on a cluster submit host).
+    if DEVICE == "cuda" and workflow.local_exec and not workflow.touch:
         try:
             plan.require_gpu()
         except ConfigError as exc:
@@ -70,9 +69,9 @@ def variant_of(wildcards):
 
 
 def variant_sources(wildcards):
-    """The variant's source files: editing a kernel rebuilds (retunes), revalidates and re-benchmarks it."""
-    variant = variant_of(wildcards)
-    return list(variant.source_files) or [inspect.getsourcefile(variant.build)]
+    """The files that determine the variant (its kernel, launch code and shared helpers): editing one re-runs its
+    tune, build, validation and bench."""
+    return plan.determining_files(variant_of(wildcards))
 
 
 def tuning_result(wildcards):
