@@ -107,6 +107,10 @@ class Backend:
         """Clocks over a measurement window (nothing to read on a CPU)."""
         return ClockWatch(None)
 
+    def runs_outside_stream(self, run, out) -> bool:
+        """Whether `run` does work that the timing's stream does not order (a CPU has no streams)."""
+        return False
+
     COPY_BYTES = 256 << 20
 
     def facts(self, cache_dir: str | None = None) -> dict:
@@ -187,6 +191,7 @@ class CudaBackend(Backend):
         self.xp = cupy
         self.cupy = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._side = cupy.cuda.Stream(non_blocking=True)  # looks at outputs while self.stream is held
         self.stream.use()
         self._flags_mem = cupy.cuda.alloc_pinned_memory(8)  # [release, timed_out], mapped for the device
         self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
@@ -215,6 +220,30 @@ class CudaBackend(Backend):
         if self.flags[1]:
             raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
         return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
+
+    OUTSIDE_WAIT_S = 0.02  # how long work queued elsewhere gets to show while the harness's stream is held
+
+    def runs_outside_stream(self, run, out) -> bool:
+        """Whether `run` does work that the harness's stream does not order (a launch on another stream, which the
+        events would time as nothing): with that stream held by the spinning kernel, the poisoned output must not
+        change; a stream of its own looks at it meanwhile."""
+        cupy = self.cupy
+        out.fill(cupy.nan)
+        self.synchronize()
+        self.flags[:] = 0
+        ptr = np.uint64(self._flags_mem.ptr)
+        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
+        try:
+            run()
+            time.sleep(self.OUTSIDE_WAIT_S)
+            with self._side:
+                written = int(cupy.count_nonzero(~cupy.isnan(out)))
+        finally:
+            self.flags[0] = 1
+            self.synchronize()
+        if self.flags[1]:
+            raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
+        return written > 0
 
     def flush_cache(self) -> None:
         self.cupy.cuda.runtime.memsetAsync(self._scratch.data.ptr, 0, self._scratch.nbytes, self.stream.ptr)

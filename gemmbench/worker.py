@@ -174,6 +174,9 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
+    if backend.runs_outside_stream(run, out):
+        return {"status": "failed", "message": "not timed: the variant's work does not run on the harness's stream "
+                                               "(its events would time nothing)", "params": json.dumps(params)}
     before = backend.telemetry()
     out.fill(np.nan)  # from here on only the timed launches write it
     with backend.watch() as window:

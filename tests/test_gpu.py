@@ -155,3 +155,23 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
     assert row["status"] == "ok", row["message"]
     assert row["clock_reads"] >= 2 and 0 < row["sm_clock_min_mhz"] <= row["sm_clock_mean_mhz"]
     assert 0 <= row["slowdown_share"] <= 1
+
+
+@pytest.mark.parametrize("variant, stage, says", [
+    ("cupy/planted-other-stream", "bench", "does not run on the harness's stream"),
+    ("cupy/planted-dropped-term", "validate", "root-sum-square of its products"),
+    ("cupy/planted-skips-once-warm", "bench", "the timed launches' output"),
+])
+def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says):
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
+                           "sizes": [4096], "validation_shapes": [], "variant_modules": ["tests.planted_gpu"],
+                           "timing": {"warmup_runs": 3}})
+    stages.build(cfg, variant, "fp32", tmp_path / "build.json")
+    checked = stages.validate(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+    timed = stages.bench(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                         tmp_path / "bench.json")[0]
+    assert timed["status"] != "ok"
+    if stage == "validate":
+        assert checked["status"] == "failed" and says in checked["message"], checked["message"]
+    elif checked["status"] == "ok":  # validation may also see it (another stream's result can arrive late)
+        assert timed["status"] == "failed" and says in timed["message"], timed["message"]
