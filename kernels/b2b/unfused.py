@@ -15,7 +15,8 @@ GEMMS = ("cublas/gemm", "cupy/10_pipelined", "cpu/numpy-blas")
 
 class TwoCalls:
     """The GEMM's artifact plus one intermediate buffer per (m, n0), allocated on the first call of a shape (in
-    validation or warm-up, never in a timed launch)."""
+    validation or warm-up, never in a timed launch) and poisoned with NaN, so that a first product that leaves part
+    of it unwritten shows in the output."""
 
     def __init__(self, gemm: Variant, artifact):
         self.gemm, self.artifact, self.intermediates = gemm, artifact, {}
@@ -24,7 +25,7 @@ class TwoCalls:
         shape = (a0.shape[0], b0.shape[1])
         a1 = self.intermediates.get(shape)
         if a1 is None:
-            a1 = self.intermediates[shape] = np.empty_like(a0, shape=shape)  # a CuPy array for a CuPy a0
+            a1 = self.intermediates[shape] = np.full_like(a0, np.nan, shape=shape)  # a CuPy array for a CuPy a0
         self.gemm.run(self.artifact, a0, b0, a1)
         self.gemm.run(self.artifact, a1, b1, d)
 
