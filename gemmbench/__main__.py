@@ -4,6 +4,7 @@
   python -m gemmbench run cublas/gemm --mode fp32 --size 4096 [--shape 1000x999x1001] [--cache cold]
   python -m gemmbench run cpu/b2b_unfused_numpy-blas --shape 4096x64x128x64
   python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
+  python -m gemmbench report reports/examples/h100 --out report.html
 """
 from __future__ import annotations
 
@@ -118,6 +119,36 @@ def cmd_compare(args) -> int:
     return 0 if both.diff_pct.abs().max() <= args.tolerance_pct else 1
 
 
+def cmd_report(args) -> int:
+    """Render the report again from a folder of tables (results/tables, or an example under reports/examples/):
+    summary.csv, validation.csv, builds.csv, devices.json, and samples.parquet or .csv where present."""
+    import json
+
+    import pandas as pd
+
+    from gemmbench import plots
+    from gemmbench.report import render_report
+
+    folder = Path(args.tables)
+    missing = [name for name in ("summary.csv", "validation.csv", "builds.csv", "devices.json")
+               if not (folder / name).exists()]
+    if missing:
+        raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
+    summary, validation, builds = (pd.read_csv(folder / f"{name}.csv") for name in ("summary", "validation", "builds"))
+    devices = json.loads((folder / "devices.json").read_text())
+    workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
+    baseline = bool((summary["family"] == "cublas").any())
+    names = [name for name in workload.figures if baseline or name not in workload.compared]
+    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workload": workload.name})
+    with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
+        figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
+        render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
+                      summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
+                      methodology=stages.methodology(cfg, devices))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def positive_int(text: str) -> int:
     if not re.fullmatch(r"\d+", text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
@@ -167,6 +198,10 @@ def main(argv=None) -> int:
     compare.add_argument("--min-size", type=int, default=1024)
     compare.add_argument("--tolerance-pct", type=float, default=2.0, help="exit 1 if any point differs more")
     compare.set_defaults(func=cmd_compare)
+    report = sub.add_parser("report", help="render the report again from a folder of tables")
+    report.add_argument("tables", help="e.g. results/tables or reports/examples/h100")
+    report.add_argument("--out", default="report.html")
+    report.set_defaults(func=cmd_report)
     args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     logs.setup()
     try:

@@ -71,13 +71,30 @@ def _placeholder(title: str, text: str) -> plt.Figure:
     return fig
 
 
+MAX_SIZE_LABELS = 7  # more labels than this on a size axis run into each other
+
+
+def _size_label(size: int) -> str:
+    return f"{size // 1024}k" if size >= 1024 else str(size)
+
+
 def _log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
-    """Log2 x axis ticked at powers of two, labelled as plain sizes (256, 512, ...)."""
+    """Log2 x axis ticked at powers of two (every second or fourth one where there are many), labelled as sizes
+    (256, 512, 1k, ... 16k)."""
     low, high = math.floor(math.log2(sizes.min())), math.ceil(math.log2(sizes.max()))
-    ticks = [2 ** e for e in range(low, high + 1)]
+    step = math.ceil((high - low + 1) / MAX_SIZE_LABELS)
+    ticks = [2 ** e for e in range(high, low - 1, -step)][::-1]
     ax.set_xscale("log", base=2)
-    ax.set_xticks(ticks, labels=[str(t) for t in ticks])
+    ax.set_xticks(ticks, labels=[_size_label(t) for t in ticks])
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+WIDE_RANGE = 20  # values spanning more than this factor are drawn on a log axis (a CPU next to a GPU, a ladder)
+
+
+def _wide(values: pd.Series) -> bool:
+    values = values[values > 0]
+    return bool(len(values) and values.max() > WIDE_RANGE * values.min())
 
 
 def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) -> sns.FacetGrid:
@@ -92,23 +109,82 @@ def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) ->
     return grid
 
 
+MODE_LINES = {"fp32": "-", "tf32": "--"}  # a family's modes told apart by line style; variants by colour
+
+
+def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = "size (n, or (m·n·k)^⅓)",
+                 columns: int = 3, log: bool = False, sharey: bool = True) -> plt.Figure:
+    """One panel per family (cuBLAS first), so that no panel holds more series than a reader can tell apart;
+    `draw(ax, rows)` fills a panel with the family's rows and labels what it drew; each panel gets its own legend,
+    above the data. `log`: a log y axis; with sharey=False each panel decides, where its values span a wide range."""
+    families = sorted(df["family"].unique(), key=lambda f: (f != "cublas", f))
+    columns = min(columns, len(families))
+    rows = math.ceil(len(families) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False, sharey=sharey)
+    for ax, family in zip(axes.flat, families):
+        draw(ax, df[df["family"] == family])
+        _log2_size_axis(ax, df["size"])
+        ax.set_title(family)
+        ax.legend(fontsize=6.5, loc="upper left", ncol=2, frameon=False)
+    for ax in axes.flat[:1] if sharey else axes.flat[:len(families)]:
+        if log:
+            ax.set_yscale("log")
+        low, high = ax.get_ylim()
+        ax.set_ylim(top=high * (high / low) ** 0.35 if ax.get_yscale() == "log" else high + 0.5 * (high - low))
+    for ax in axes.flat[len(families):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel)
+    fig.suptitle(title, y=1.01)
+    fig.tight_layout()
+    return fig
+
+
+def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
+    """One line per variant (colour) and mode (line style), labelled without the family's name."""
+    modes = _modes(rows)
+    for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
+        for mode, line in points.groupby("mode"):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line[y], color=colour, linestyle=MODE_LINES.get(mode, ":"), marker="o",
+                    markersize=3.5, label=series.split("/", 1)[1] + (f" {mode}" if len(modes) > 1 else ""))
+
+
 def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
     if ok.empty:
         return _placeholder("TFLOP/s vs size", "no successful benchmark points in this run")
-    return _size_facets(ok.sort_values("size"), "tflops", "TFLOP/s", "Achieved TFLOP/s vs size",
-                        **LINES).figure
+    baseline = ok[ok["family"] == "cublas"]
+
+    def draw(ax, rows):
+        if rows["family"].iloc[0] != "cublas":  # the baseline, faint, in every other panel
+            for mode, line in baseline[baseline["mode"].isin(rows["mode"])].groupby("mode"):
+                line = line.groupby("size")["tflops"].max()
+                ax.plot(line.index, line.values, color="0.6", linestyle=MODE_LINES.get(mode, ":"), linewidth=1,
+                        label=f"cuBLAS {mode}")
+        _variant_lines(ax, rows, "tflops")
+
+    return _family_grid(ok, draw, "Achieved TFLOP/s vs size, per family", "TFLOP/s", log=_wide(ok["tflops"]))
 
 
 def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
     compared = ok.dropna(subset=["pct_of_cublas"]) if not ok.empty else ok
+    compared = compared[compared["family"] != "cublas"] if not compared.empty else compared
     if compared.empty or not (ok["family"] == "cublas").any():
         return _placeholder("% of cuBLAS vs size",
                             "no cuBLAS rows in this run (CPU-only run?): nothing to compare against")
-    grid = _size_facets(compared.sort_values("size"), "pct_of_cublas", "% of cuBLAS",
-                        "Speed relative to cuBLAS (same GPU, shape, mode)", **LINES)
-    for ax in grid.axes.flat:
-        ax.axhline(100, color="black", linestyle="--", linewidth=1)
-    return grid.figure
+
+    def draw(ax, rows):
+        ax.axhline(100, color="black", linestyle="--", linewidth=1, label="cuBLAS")
+        _variant_lines(ax, rows, "pct_of_cublas")
+        if _wide(rows["pct_of_cublas"]):
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+
+    return _family_grid(compared, draw, "Speed relative to cuBLAS (same GPU, shape, mode), per family", "% of cuBLAS",
+                        sharey=False)
 
 
 def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
@@ -124,17 +200,22 @@ def _ladder(ok: pd.DataFrame) -> plt.Figure:
     rows = ladder_rows(ok)
     if rows.empty:
         return _placeholder("The ladders", "no family with several variants has a % of cuBLAS in this run")
-    rows = rows.assign(n=rows["m"].astype(int).astype(str)).sort_values(["family", "variant"])
+    rows = rows.assign(n=rows["m"].astype(int).astype(str), panel=rows["family"] + " · " + rows["mode"]).sort_values(
+        ["family", "mode", "variant"])
     sizes = sorted(rows["n"].unique(), key=int)
-    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", hue_order=sizes, col="family",
-                       row="mode", kind="bar", palette="viridis", height=3.8, aspect=2.0, sharex=False,
-                       sharey=True)
-    grid.set_titles("{col_name} · {row_name}")
+    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", hue_order=sizes, col="panel",
+                       col_wrap=min(2, rows["panel"].nunique()), kind="bar", palette="viridis", height=3.4,
+                       aspect=1.9, sharex=False, sharey=True)
+    grid.set_titles("{col_name}")
     grid.set_axis_labels("variant (the ladder, in file order)", "% of cuBLAS")
     for ax in grid.axes.flat:
         ax.axhline(100, color="black", linestyle="--", linewidth=1)
         ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+        ax.tick_params(axis="x", labelbottom=True)
     grid.figure.suptitle("What each rung buys: % of cuBLAS per variant and size", y=1.03)
+    grid.figure.subplots_adjust(hspace=0.75)  # the rotated names of one row clear the titles of the next
     return grid.figure
 
 
@@ -174,8 +255,9 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     if ok.empty:
         return _placeholder("Roofline", "no successful benchmark points in this run")
     ok = ok.assign(intensity=ok["flops"] / ok["min_bytes"])
-    grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="series",
-                       hue_order=sorted(ok["series"].unique()), col="mode",
+    # coloured by family: where each way of writing a GEMM sits under the ceilings (its variants: the other figures)
+    grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="family",
+                       hue_order=sorted(ok["family"].unique(), key=lambda f: (f != "cublas", f)), col="mode",
                        col_order=_modes(ok), kind="scatter", height=3.8, aspect=1.25)
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
@@ -205,7 +287,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
         best = ok.loc[ok["mode"] == mode, "tflops"].max()
         ax.axhline(best, color="tab:red", linewidth=1.5, alpha=0.7,
                    label=f"measured compute ceiling {best:.3g} TFLOP/s")
-        # the ceilings get a legend under each panel; the variants already have the figure's legend
+        # the ceilings get a legend under each panel; the families already have the figure's legend
         ax.legend(handles=ax.get_lines()[hue_entries:], fontsize=7, loc="upper center",
                   bbox_to_anchor=(0.5, -0.2))
     grid.figure.suptitle("Roofline: achieved TFLOP/s vs arithmetic intensity", y=1.03)
@@ -213,22 +295,28 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
 
 
 def _validation_error(checked: pd.DataFrame) -> plt.Figure:
+    """One panel per family (its variants told apart by colour, modes by marker fill, failures by a cross); the
+    tolerance of each mode dashed."""
     if checked.empty:
         return _placeholder("Validation error", "no validation result with a measured error in this run")
     # exact results (error 0) would vanish from a log axis, so floor them at float64 epsilon
-    checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps),
-                             outcome=np.where(checked["status"] == "ok", "pass", "fail"))
-    grid = _size_facets(checked.sort_values("size"), "rel_error", "relative error ‖C−R‖/‖R‖",
-                        "Validation error vs size (fp64 reference)", kind="scatter",
-                        style="outcome", markers={"pass": "o", "fail": "X"},
-                        style_order=["pass", "fail"], s=60)
-    grid.set(yscale="log")
-    for mode, ax in grid.axes_dict.items():
-        for tolerance in checked.loc[checked["mode"] == mode, "tolerance"].dropna().unique():
-            ax.axhline(tolerance, color="tab:red", linestyle="--", linewidth=1)
-            ax.annotate(f"tolerance {tolerance:.0e}", (0.02, tolerance), xycoords=("axes fraction", "data"),
-                        color="tab:red", fontsize=8, va="bottom")
-    return grid.figure
+    checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps))
+
+    def draw(ax, rows):
+        modes = _modes(rows)
+        for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
+            for (mode, passed), group in points.groupby(["mode", points["status"] == "ok"]):
+                ax.scatter(group["size"], group["rel_error"], s=28, color=colour, marker="o" if passed else "X",
+                           facecolors=colour if mode == modes[0] else "none",
+                           label=series.split("/", 1)[1] + (f" {mode}" if len(modes) > 1 else "")
+                           + ("" if passed else " (fail)"))
+        for mode in modes:
+            for tolerance in rows.loc[rows["mode"] == mode, "tolerance"].dropna().unique():
+                ax.axhline(tolerance, color="tab:red", linestyle="--", linewidth=1)
+                ax.annotate(f"{mode} tolerance {tolerance:.0e}", (0.98, tolerance), ha="right",
+                            xycoords=("axes fraction", "data"), color="tab:red", fontsize=7, va="bottom")
+    return _family_grid(checked, draw, "Validation error vs size (fp64 reference), per family",
+                        "relative error ‖C−R‖/‖R‖", log=True)
 
 
 def _save(fig: plt.Figure, stem: Path) -> Path:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +17,8 @@ from kernels.b2b import UNFUSED_PREFIX
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "speedup_vs_cublas", "speedup_vs_unfused_best"]
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "pct_of_peak", "peak_tflops", "median_ci_rel",
+                   "speedup_vs_cublas", "speedup_vs_unfused_best"]
 
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
@@ -32,21 +34,39 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
+        glance=_at_a_glance(summary, devices),
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
         b2b_tables=_b2b_tables(summary, devices),
-        figures=[{"name": name, "caption": _caption(name), "uri": _data_uri(figures[name], "image/png")}
-                 for name in figures],
+        figures=[{"name": name, "caption": f"{_caption(name)} {_drawn(summary, name)}".strip(),
+                  "uri": _data_uri(figures[name], "image/png")} for name in figures],
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
-        non_ok=_table(summary.loc[summary["status"] != "ok", NON_OK_COLUMNS]),
-        builds=_table(builds),
-        devices=[{"name": device.get("gpu", ""), "facts": _flatten(device)} for device in devices],
+        non_ok=_table(summary.loc[~summary["status"].isin(["ok", "skipped"]), NON_OK_COLUMNS]),
+        skipped=_skipped(summary),
+        builds=_table(_readable_builds(builds)),
+        devices=[{"name": _device_name(device), "facts": _flatten(_readable_device(device))} for device in devices],
         methodology=_flatten(methodology),
         downloads=[{"name": "summary.csv", "uri": _data_uri(summary_csv, "text/csv")},
-                   _samples_download(Path(samples_csv))],
+                   *_samples_downloads(Path(samples_csv))],
     )
     Path(out_html).write_text(html, encoding="utf-8")
+
+
+def _drawn(summary: pd.DataFrame, name: str) -> str:
+    """What this run's figure holds, in a sentence generated from the rows it draws."""
+    from gemmbench.plots import ladder_rows
+
+    ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
+    if name == "ladder":
+        ok = ladder_rows(ok)
+    if ok.empty:
+        return ""
+    families = ", ".join(f"{family} ({n} variant{'s' if n > 1 else ''})" for family, n in
+                         ok.groupby("family")["variant"].nunique().items())
+    devices = ", ".join(sorted(ok["gpu"].dropna().unique()))
+    return (f"Here: {families}; modes {', '.join(sorted(ok['mode'].unique()))}; {len(ok)} points from "
+            f"{int(ok['m'].min())} to {int(ok['m'].max())} (m) on {devices}.")
 
 
 def _caption(name: str) -> str:
@@ -57,11 +77,14 @@ def _caption(name: str) -> str:
 EMBED_CSV_BYTES = 1 << 20  # a bigger samples table is embedded as Parquet, which keeps the report small
 
 
-def _samples_download(samples_csv: Path) -> dict:
-    if samples_csv.stat().st_size <= EMBED_CSV_BYTES or not samples_csv.with_suffix(".parquet").exists():
-        return {"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")}
-    return {"name": "samples.parquet",
-            "uri": _data_uri(samples_csv.with_suffix(".parquet"), "application/vnd.apache.parquet")}
+def _samples_downloads(samples_csv: Path) -> list[dict]:
+    """The samples as Parquet (whenever it exists), and as CSV too when that is small."""
+    parquet = samples_csv.with_suffix(".parquet")
+    files = [{"name": "samples.parquet", "uri": _data_uri(parquet, "application/vnd.apache.parquet")}] \
+        if parquet.exists() else []
+    if samples_csv.exists() and (samples_csv.stat().st_size <= EMBED_CSV_BYTES or not files):
+        files.append({"name": "samples.csv", "uri": _data_uri(samples_csv, "text/csv")})
+    return files
 
 
 def _data_uri(path: Path, mime: str) -> str:
@@ -80,20 +103,154 @@ def _shape(row) -> str:
     return "×".join(str(getattr(row, axis)) for axis in workloads.get(row.workload).axes)
 
 
+LONG_TEXT = 40  # characters: a column with longer cells wraps at a readable width, the others stay on one line
+
+
 def _table(df: pd.DataFrame) -> dict:
-    return {"columns": list(df.columns),
-            "rows": [[_format(v) for v in row] for row in df.itertuples(index=False)]}
+    rows = [[_format(v) for v in row] for row in df.itertuples(index=False)]
+    return {"columns": list(df.columns), "rows": rows,
+            "long": [any(len(row[i]) > LONG_TEXT for row in rows) for i in range(len(df.columns))]}
 
 
 def _flatten(mapping: dict, prefix: str = "") -> list[tuple[str, str]]:
-    """Nested dicts become dotted keys (peak_tflops.fp32), so every fact gets one line."""
+    """Nested dicts become dotted keys (peak_tflops.fp32), so every fact gets one line; empty facts are left out."""
     items = []
     for key, value in mapping.items():
         if isinstance(value, dict):
             items += _flatten(value, f"{prefix}{key}.")
-        else:
+        elif _format(value):
             items.append((f"{prefix}{key}", _format(value)))
     return items
+
+
+def _cuda_version(number) -> str:
+    """CUDA's integer versions as people write them: 13000 -> 13.0 (driver, runtime)."""
+    return f"{int(number) // 1000}.{int(number) % 1000 // 10}"
+
+
+def _library_version(number) -> str:
+    """cuBLAS's integer version: 130100 -> 13.1.0."""
+    return f"{int(number) // 10000}.{int(number) % 10000 // 100}.{int(number) % 100}"
+
+
+def _device_name(device: dict) -> str:
+    return device.get("gpu", "") if device.get("device") == "cuda" else f"CPU: {device.get('cpu') or device.get('gpu', '')}"
+
+
+def _readable_device(device: dict) -> dict:
+    """A device's facts for people: versions written as releases, a CPU not called a GPU, no internal keys."""
+    facts = {k: v for k, v in device.items() if k not in ("device_reason", "gpu_uuid" if device.get("device") == "cpu" else "")}
+    if device.get("device") == "cpu":
+        facts.pop("gpu", None)
+    for key in ("cuda_driver", "cuda_runtime"):
+        if isinstance(facts.get(key), (int, float)):
+            facts[key] = _cuda_version(facts[key])
+    versions = dict(facts.get("versions") or {})
+    if isinstance(versions.get("cublas"), (int, float)):
+        versions["cublas"] = _library_version(versions["cublas"])
+    facts["versions"] = versions
+    for key in ("l2_bytes", "memory_bytes"):
+        if isinstance(facts.get(key), (int, float)):
+            facts[key.replace("_bytes", "")] = f"{facts.pop(key) / 2**20:.0f} MiB"
+    return facts
+
+
+def _short(value) -> str:
+    """A build fact for a table cell: JSON objects as 'key=value' lists (per size class on lines of their own)."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(value, dict):
+        if all(isinstance(v, dict) for v in value.values()):
+            return "\n".join(f"{k}: {_short(v)}" for k, v in value.items())  # one line per size class
+        return " ".join(f"{k}={_format(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(_short(v) for v in value)
+    return _format(value)
+
+
+def _readable_builds(builds: pd.DataFrame) -> pd.DataFrame:
+    """Build records for reading: per-class facts (kept in builds.csv) left out, parameters as short strings."""
+    return builds.drop(columns=[c for c in ("classes", "git_dirty") if c in builds]).apply(
+        lambda column: column.map(_short) if not pd.api.types.is_numeric_dtype(column) else column)
+
+
+def _skipped(summary: pd.DataFrame) -> list[dict]:
+    """Skipped points once each, grouped by their reason."""
+    skipped = summary[summary["status"] == "skipped"]
+    return [{"reason": reason, "points": ", ".join(f"{r.family}/{r.variant} {r.mode} {_shape(r)}"
+                                                  for r in group.itertuples())}
+            for reason, group in skipped.groupby("message", sort=True)]
+
+
+NOISY_CI = 0.05  # a median whose CI half-width exceeds 5% is marked noisy (CPU timings, mostly)
+
+
+def _precision(r) -> str:
+    """What a median is worth, in the summary's words: its CI, and marks on thin, unconverged and noisy medians."""
+    ci = getattr(r, "median_ci_rel", None)
+    if ci is None or pd.isna(ci):
+        return ""
+    marks = [f"±{100 * ci:.2g}%"]
+    converged = getattr(r, "converged", None)
+    if _flagged(getattr(r, "thin_median", None)):
+        marks.append("thin median (budget cut it short)")
+    elif converged is not None and not pd.isna(converged) and not converged:
+        marks.append("precision target not met")
+    if ci > NOISY_CI:
+        marks.append("noisy")
+    return " · ".join(marks)
+
+
+HEADLINE_SIZE = 8192  # the size the answer names, when the sweep has it (else its largest)
+
+
+def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
+    """Per GPU model (or CPU), mode and cache: one generated paragraph and the best variant of each family at the
+    headline size, with TFLOP/s, % of cuBLAS and % of the mode's peak."""
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
+    blocks = []
+    if ok.empty:
+        return blocks
+    ok = ok.assign(on_cpu=ok["device"] != "cuda").sort_values(["on_cpu", "gpu", "mode", "cache"])
+    for (_, gpu, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode", "cache"], sort=False):
+        sizes = sorted(group["m"].astype(int).unique())
+        size = HEADLINE_SIZE if HEADLINE_SIZE in sizes else sizes[-1]
+        at = group[group["m"] == size]
+        best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
+        rows = [{"family": r.family, "variant": r.variant, "tflops": f"{r.tflops:.3g}",
+                 "pct_of_cublas": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.0f}%",
+                 "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
+                 "precision": _precision(r)} for r in best.itertuples()]
+        blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
+                       "text": _answer(best, mode, size), "rows": rows})
+    return blocks
+
+
+def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
+    """The paragraph on top: the baseline's share of the peak, then how close each family's best comes to it."""
+    words = []
+    baseline = best[best["family"] == "cublas"]
+    for r in baseline.itertuples():
+        peak = "" if pd.isna(r.pct_of_peak) else f", {r.pct_of_peak:.0f}% of the {mode} peak ({r.peak_tflops:.3g} TFLOP/s at the max SM clock)"
+        words.append(f"At {size}×{size}×{size}, cuBLAS reaches {r.tflops:.3g} TFLOP/s{peak}.")
+    others = best[(best["family"] != "cublas") & best["pct_of_cublas"].notna()]
+    if not baseline.empty and not others.empty:
+        top = others.sort_values("pct_of_cublas", ascending=False).iloc[0]
+        words.append(f"The closest other family is {top.family}: {top.family}/{top.variant} at "
+                     f"{top.pct_of_cublas:.0f}% of cuBLAS.")
+        rest = others[others["family"] != top.family].sort_values("pct_of_cublas", ascending=False)
+        if not rest.empty:
+            words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_cublas:.0f}%"
+                                             for r in rest.itertuples()) + ".")
+    elif baseline.empty:  # a CPU: compared with its host's cuBLAS, if that ran
+        words.append(f"At {size}×{size}×{size}: " + "; ".join(
+            f"{r.family}/{r.variant} {r.tflops:.3g} TFLOP/s" + ("" if pd.isna(r.pct_of_cublas) else
+                                                                f", {r.pct_of_cublas:.2g}% of its host's cuBLAS")
+            for r in best.itertuples()) + ".")
+    return " ".join(words)
 
 
 def _flagged(value) -> bool:
@@ -114,6 +271,8 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
                                 "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}",
                                 "clock": "" if pd.isna(getattr(r, "sm_clock_mhz", None)) else f"{r.sm_clock_mhz:.0f}",
+                                "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
+                                "precision": _precision(r),
                                 "throttled": r.throttle_reasons if _flagged(getattr(r, "throttled", None)) else ""}
                      for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
@@ -189,7 +348,7 @@ def _validation_matrix(validation: pd.DataFrame) -> dict:
     from gemmbench.plots import several_models
 
     if validation.empty:
-        return {"columns": [], "rows": [], "problems": []}
+        return {"columns": [], "rows": [], "problems": [], "skipped": []}
     validation = validation.assign(named=several_models(validation))
     ordered = validation.sort_values(["shape_kind", *SHAPE_COLUMNS], key=lambda c: c.map(
         {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
@@ -200,7 +359,11 @@ def _validation_matrix(validation: pd.DataFrame) -> dict:
         cell = {"status": r.status, "label": VALIDATION_LABELS.get(r.status, r.status),
                 "message": _format(r.message), "rel_error": _format(r.rel_error)}
         rows.setdefault(label, {})[_shape(r)] = cell
-        if r.status != "ok":
+        if r.status not in ("ok", "skipped"):
             problems.append({"where": f"{label} @ {_shape(r)} ({r.shape_kind})", **cell})
+    skipped = validation[validation["status"] == "skipped"]
     return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
-            "problems": problems}
+            "problems": problems,
+            "skipped": [{"reason": reason, "where": ", ".join(dict.fromkeys(
+                f"{r.family}/{r.variant} {r.mode}" for r in group.itertuples()))}
+                for reason, group in skipped.groupby("message", sort=True)]}

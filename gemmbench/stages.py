@@ -13,7 +13,7 @@ from unittest import mock
 import numpy as np
 
 from gemmbench import backend as backends
-from gemmbench import ROOT, gpus, plan, provenance, tune as tuning, workloads
+from gemmbench import ROOT, checking, gpus, plan, provenance, tune as tuning, workloads
 from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
@@ -273,35 +273,51 @@ def plot(tables_dir, pngs: list) -> dict:
     return plot_all(t["summary"], t["validation"], t["devices"], Path(pngs[0]).parent, [Path(p).stem for p in pngs])
 
 
-def methodology(config: dict) -> dict:
-    timing = config["timing"]
-    return {
+def methodology(config: dict, devices: list[dict]) -> dict:
+    """How the numbers were made, in words, for the devices this run used (a CPU-only run gets no CUDA entries)."""
+    timing, gpu = config["timing"], any(d.get("device") == "cuda" for d in devices)
+    entries = {
         "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage in every mode)",
-        "Device time": "CUDA events around one launch queued behind a spinning kernel (as nvbench does), "
-                       "so the host's launch overhead is excluded; CPU variants: wall time per call",
+        "Device time": ("CUDA events around one launch queued behind a spinning kernel (as nvbench does), so the "
+                        "host's launch overhead is excluded; CPU variants: wall time per call") if gpu else
+                       "wall time per call (a CPU run: no device timer)",
         "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
                      "launches after the first",
-        "Batched time": "for kernels under 100 µs with a hot cache, also the device time per launch of as many "
-                        "launches queued between one pair of events as span 100 µs (batched_median_s), beside the "
+        "Batched time": "for kernels under 100 µs with a hot cache, also the time per launch of as many launches in a "
+                        "row (between one pair of events on a GPU) as span 100 µs (batched_median_s), beside the "
                         "one-launch median that every figure and ratio uses (median_s)",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
                     f"points back to back, so only its first point waits that long), then samples until the 95% "
-                    f"confidence half-width "
-                    f"of the median is below {timing['rel_precision']:.2%} of it (at least {timing['min_samples']} samples "
-                    f"adding up to {timing['min_time_s']} s, "
-                    f"at most {timing['max_samples']} samples, {timing['budget_s']} s budget per point)",
-        "Cache": f"{config['cache']} (cold: L2 flushed by a 2×L2 memset before every sample, outside the timed region)",
-        "Clocks": "NVML SM clock, temperature, power and slowdown reasons read after warm-up and after sampling; "
-                  "a point with power/thermal slowdown or a clock drop over 5% is flagged as throttled",
-        "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores)",
+                    f"confidence half-width of the median (never below half the timer's step) is below "
+                    f"{timing['rel_precision']:.2%} of it from at least {timing['min_samples']} samples (converged) and "
+                    f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
+                    f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
+                    f"{timing['min_samples']})",
+        "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed region)",
+        "What was timed": "the output is poisoned again after warm-up and checked against the reference after "
+                          "sampling; a variant whose work does not run on the harness's stream is not timed; a time "
+                          "above the device's peak, or beyond its memory for operands its L2 cannot hold, is refused",
+        "Clocks": "NVML read after warm-up, every 10 ms while sampling and after it: the SM clock's mean and minimum "
+                  "over the window, temperature, power and slowdown reasons; a point with a power or thermal "
+                  "slowdown or a clock drop over 5% is flagged as throttled",
+        "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores); "
+                "pct_of_peak_at_clock uses the window's mean SM clock instead",
         "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
                        "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
-        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN; "
-                      f"fp64 reference (on the GPU for GPU variants); pass if every output is written, "
-                      f"‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and max |C−R| ≤ 10 × tolerance × max |R|",
+        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN "
+                      f"inside NaN guard bands; two launches; fp64 reference (on the GPU for GPU variants); pass if "
+                      f"every output is written, nothing outside it, ‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and "
+                      f"every element's error ≤ {checking.ELEMENT_FACTOR} × tolerance × the root-sum-square of its "
+                      f"products; a tuned variant also at an off-tile shape per size class",
         "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",
+        "Provenance": "every row names the git commit (and whether the tree was edited) that measured it; every build "
+                      "the versions of Python, the kernel libraries, NVRTC and nvcc that compiled it",
     }
+    if not gpu:
+        for name in ("Clocks", "Peak", "% of cuBLAS"):
+            entries.pop(name)
+    return entries
 
 
 def report(config: dict, tables_dir, pngs: list, out) -> None:
@@ -312,4 +328,5 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
     figures = {Path(png).stem: Path(png) for png in pngs}
     render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
-                  devices=t["devices"], figures=figures, out_html=Path(out), methodology=methodology(config))
+                  devices=t["devices"], figures=figures, out_html=Path(out),
+                  methodology=methodology(config, t["devices"]))

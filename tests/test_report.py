@@ -19,7 +19,7 @@ from gemmbench.report import render_report
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]
 FIGURES = {"ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"}
-SECTIONS = ["Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
+SECTIONS = ["At a glance", "Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
             "Environment", "Methodology", "Downloads"]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -212,8 +212,19 @@ def _skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-@pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run, _empty_run], ids=["cuda", "cpu", "empty"])
-def test_report_renders_in_chromium(make_run, tmp_path):
+def _committed_h100_example(tmp_path):
+    """The H100 example's own tables (reports/examples/h100), rendered again: real widths, real texts."""
+    from gemmbench.__main__ import main
+
+    out_html = tmp_path / "h100.html"
+    assert main(["report", str(ROOT / "reports/examples/h100"), "--out", str(out_html)]) == 0
+    return out_html, dict.fromkeys(FIGURES)
+
+
+@pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run, _empty_run, None], ids=["cuda", "cpu", "empty", "h100"])
+def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_path):
+    """Every section visible, every image loaded, nothing fetched from outside the file, and no sideways scroll of
+    the page at 1400×900 (a wide table scrolls inside its own box)."""
     if not (CHROMIUM.exists() and shutil.which(str(CHROMIUM))):
         _skip_or_fail(f"{CHROMIUM} not found (apt-get install chromium)")
     try:
@@ -221,12 +232,12 @@ def test_report_renders_in_chromium(make_run, tmp_path):
     except ImportError:
         _skip_or_fail("Python playwright not installed (pip install -r requirements-test.txt)")
 
-    out_html, figures = _render(make_run(), tmp_path)
+    out_html, figures = _render(make_run(), tmp_path) if make_run else _committed_h100_example(tmp_path)
     errors, requests = [], []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("console", lambda message: message.type == "error" and errors.append(message.text))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("request", lambda request: requests.append(request.url))
@@ -234,6 +245,8 @@ def test_report_renders_in_chromium(make_run, tmp_path):
             widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
             hidden = [name for name in SECTIONS
                       if not page.get_by_role("heading", name=name, exact=True).is_visible()]
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            window_width = page.evaluate("window.innerWidth")
         finally:
             browser.close()
 
@@ -241,3 +254,4 @@ def test_report_renders_in_chromium(make_run, tmp_path):
     assert [url for url in requests if not url.startswith(("data:", "file:"))] == []
     assert len(widths) == len(figures) and all(width > 0 for width in widths), widths
     assert hidden == []
+    assert page_width <= window_width, f"the page scrolls sideways: {page_width} px in a {window_width} px window"
