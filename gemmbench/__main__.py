@@ -92,20 +92,9 @@ def cmd_compare(args) -> int:
     runs measured a point on two different GPUs of the model (UUIDs), that agreement is also given apart."""
     import pandas as pd
 
-    from gemmbench.workloads import SHAPE_COLUMNS
+    from gemmbench import tables
 
-    def ok_points(path):  # summaries from before b2b have neither its shape columns nor `workload`
-        frame = pd.read_csv(path)
-        frame = frame.assign(**{c: frame[c] if c in frame else float("nan") for c in SHAPE_COLUMNS},
-                             workload=frame["workload"] if "workload" in frame else "gemm")
-        return frame.query("status == 'ok'")[columns]
-
-    keys = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
-    columns = keys + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]
-    both = ok_points(args.a).merge(ok_points(args.b), on=keys, suffixes=("_a", "_b"))
-    both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= args.min_size]  # the smallest of the point's sizes
-    both["diff_pct"] = 100 * (both.median_s_b / both.median_s_a - 1)
-    both["same_gpu"] = both.gpu_uuid_a == both.gpu_uuid_b
+    both = tables.compare(pd.read_csv(args.a), pd.read_csv(args.b), args.min_size)
     print(both.drop(columns=["gpu_uuid_a", "gpu_uuid_b"]).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
 
     def spread(points) -> str:
@@ -121,7 +110,7 @@ def cmd_compare(args) -> int:
 
 def cmd_report(args) -> int:
     """Render the report again from a folder of tables (results/tables, or an example under reports/examples/):
-    summary.csv, validation.csv, builds.csv, devices.json, and samples.parquet or .csv where present."""
+    summary.csv, validation.csv, devices.json, and builds.csv, samples.parquet or .csv where present."""
     import json
 
     import pandas as pd
@@ -130,11 +119,11 @@ def cmd_report(args) -> int:
     from gemmbench.report import render_report
 
     folder = Path(args.tables)
-    missing = [name for name in ("summary.csv", "validation.csv", "builds.csv", "devices.json")
-               if not (folder / name).exists()]
+    missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
     if missing:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
-    summary, validation, builds = (pd.read_csv(folder / f"{name}.csv") for name in ("summary", "validation", "builds"))
+    summary, validation = (pd.read_csv(folder / f"{name}.csv") for name in ("summary", "validation"))
+    builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
     workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
     baseline = bool((summary["family"] == "cublas").any())
@@ -144,7 +133,8 @@ def cmd_report(args) -> int:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
-                      methodology=stages.methodology(cfg, devices))
+                      methodology=stages.methodology(cfg, devices),
+                      compared_with=(args.compare, pd.read_csv(args.compare)) if args.compare else None)
     print(f"wrote {args.out}")
     return 0
 
@@ -201,6 +191,7 @@ def main(argv=None) -> int:
     report = sub.add_parser("report", help="render the report again from a folder of tables")
     report.add_argument("tables", help="e.g. results/tables or reports/examples/h100")
     report.add_argument("--out", default="report.html")
+    report.add_argument("--compare", help="another run's summary.csv: a section on what got faster or slower")
     report.set_defaults(func=cmd_report)
     args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     logs.setup()

@@ -23,7 +23,8 @@ SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "pct_of_peak", "p
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
-                  figures: dict[str, Path], out_html: Path, methodology: dict) -> None:
+                  figures: dict[str, Path], out_html: Path, methodology: dict,
+                  compared_with: tuple[str, pd.DataFrame] | None = None) -> None:
     """`figures` in reading order (the workload's, gemmbench/workloads.py); their captions are the ones
     `snakemake --report` shows (workflow/report/*.rst)."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
@@ -35,6 +36,8 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         glance=_at_a_glance(summary, devices),
+        side_by_side=_side_by_side(summary),
+        comparison=_comparison(summary, *compared_with) if compared_with else None,
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
         b2b_tables=_b2b_tables(summary, devices),
@@ -227,6 +230,51 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": _answer(best, mode, size), "rows": rows})
     return blocks
+
+
+def _side_by_side(summary: pd.DataFrame) -> list[dict]:
+    """With several GPU models in one summary: per mode and cache, each family's best at the largest size every
+    model ran, one column per model (TFLOP/s · % of that model's cuBLAS)."""
+    if "device" not in summary:  # an empty summary
+        return []
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm") & (summary["device"] == "cuda")]
+    ok = ok.dropna(subset=["tflops"])
+    if ok["gpu"].nunique() < 2:
+        return []
+    tables = []
+    for (mode, cache), group in ok.groupby(["mode", "cache"], sort=True):
+        models = sorted(group["gpu"].unique())
+        common = set.intersection(*(set(g["m"].astype(int)) for _, g in group.groupby("gpu")))
+        if not common:
+            continue
+        size = HEADLINE_SIZE if HEADLINE_SIZE in common else max(common)
+        at = group[group["m"] == size]
+        best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
+        rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {r.tflops:.3g}" + (
+            "" if pd.isna(r.pct_of_cublas) else f" · {r.pct_of_cublas:.0f}%") for r in rows.itertuples()}}
+            for family, rows in sorted(best.groupby("family"), key=lambda item: (item[0] != "cublas", item[0]))]
+        tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
+    return tables
+
+
+def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
+    """This run against another (`name`, its summary): the points both measured, the noise band (the median
+    |difference|), and the points beyond max(3 × that band, 2%), faster or slower."""
+    from gemmbench import tables
+
+    both = tables.compare(other, summary, min_size=0)
+    if both.empty:
+        return {"name": name, "text": "The two runs have no successfully measured point in common.", "rows": []}
+    band = float(both["diff_pct"].abs().median())
+    limit = max(3 * band, 2.0)
+    beyond = both[both["diff_pct"].abs() > limit].sort_values("diff_pct")
+    faster, slower = int((beyond["diff_pct"] < 0).sum()), int((beyond["diff_pct"] > 0).sum())
+    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the noise band), largest "
+            f"{both['diff_pct'].abs().max():.2f}%. Beyond {limit:.2g}%: {faster} faster and {slower} slower in this run.")
+    rows = [{"point": f"{r.family}/{r.variant} {r.mode} {_shape(r)} · {r.gpu}",
+             "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
+             "diff": f"{r.diff_pct:+.1f}%"} for r in beyond.itertuples()]
+    return {"name": name, "text": text, "rows": rows}
 
 
 def _answer(best: pd.DataFrame, mode: str, size: int) -> str:

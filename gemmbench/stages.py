@@ -324,9 +324,13 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
     from gemmbench.report import render_report
 
+    import pandas as pd
+
     t = _tables(tables_dir)
     figures = {Path(png).stem: Path(png) for png in pngs}
+    other = config["compare_with"]
     render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out),
-                  methodology=methodology(config, t["devices"]))
+                  methodology=methodology(config, t["devices"]),
+                  compared_with=(other, pd.read_csv(other)) if other else None)

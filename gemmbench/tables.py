@@ -144,3 +144,20 @@ def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
         frame.to_parquet(outdir / f"{name}.parquet", index=False)
     (outdir / "devices.json").write_text(json.dumps(facts, indent=1))
     return tables
+
+
+COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFrame:
+    """The points both summaries measured successfully (same GPU model, variant, mode, shape; the smallest of the
+    point's sizes at least `min_size`), with diff_pct = how much longer b's median device time is, and same_gpu
+    (both on one GPU, by UUID). Summaries from before b2b lack its shape columns and `workload`; they are gemm."""
+    def ok_points(frame):
+        frame = frame.assign(**{c: frame[c] if c in frame else float("nan") for c in SHAPE_COLUMNS},
+                             workload=frame["workload"] if "workload" in frame else "gemm")
+        return frame.query("status == 'ok'")[COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]]
+
+    both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
+    both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= min_size]
+    return both.assign(diff_pct=100 * (both.median_s_b / both.median_s_a - 1), same_gpu=both.gpu_uuid_a == both.gpu_uuid_b)

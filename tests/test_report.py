@@ -144,7 +144,7 @@ class _Elements(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
-def _render(run: dict, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+def _render(run: dict, tmp_path: Path, compared_with=None) -> tuple[Path, dict[str, Path]]:
     figures = plot_all(run["summary"], run["validation"], run["devices"], tmp_path / "figures")
     tables = tmp_path / "tables"
     tables.mkdir()
@@ -155,7 +155,8 @@ def _render(run: dict, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     out_html.parent.mkdir()
     render_report(summary=run["summary"], validation=run["validation"], builds=run["builds"],
                   samples_csv=tables / "samples.csv", summary_csv=tables / "summary.csv",
-                  devices=run["devices"], figures=figures, out_html=out_html, methodology=METHODOLOGY)
+                  devices=run["devices"], figures=figures, out_html=out_html, methodology=METHODOLOGY,
+                  compared_with=compared_with)
     return out_html, figures
 
 
@@ -255,3 +256,16 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
     assert len(widths) == len(figures) and all(width > 0 for width in widths), widths
     assert hidden == []
     assert page_width <= window_width, f"the page scrolls sideways: {page_width} px in a {window_width} px window"
+
+
+def test_several_gpu_models_are_side_by_side_and_another_run_is_compared(tmp_path):
+    run = _two_gpu_run()
+    before = run["summary"].copy()
+    slower = (before["variant"] == "tiled") & (before["n"] == 1024) & (before["mode"] == "fp32")
+    before.loc[slower, "median_s"] /= 1.25  # this run is 25% slower there
+    out_html, _ = _render(run, tmp_path, compared_with=("the run before", before))
+    html = out_html.read_text(encoding="utf-8")
+    side = html.split("GPU models side by side")[1].split("</table>")[0]
+    assert "NVIDIA H100 80GB HBM3" in side and "NVIDIA H200" in side
+    compared = html.split("Compared with the run before")[1].split("</table>")[0]
+    assert "0 faster and 2 slower" in compared and "+25.0%" in compared  # the point on each of the two GPUs

@@ -25,6 +25,7 @@ rule report:
         parquet=rules.aggregate.output.parquet,
         devices=rules.aggregate.output.devices,
         figures=rules.plot.output.png,
+        compared_with=[config["compare_with"]] if config["compare_with"] else [],
     output:
         "reports/report.html",
     log:
