@@ -90,11 +90,9 @@ def cmd_check_config(args) -> int:
 def cmd_compare(args) -> int:
     """Per-point agreement of two runs' median device times (same GPU model, variant, mode, shape); where the
     runs measured a point on two different GPUs of the model (UUIDs), that agreement is also given apart."""
-    import pandas as pd
-
     from gemmbench import tables
 
-    both = tables.compare(pd.read_csv(args.a), pd.read_csv(args.b), args.min_size)
+    both = tables.compare(tables.read(args.a), tables.read(args.b), args.min_size)
     print(both.drop(columns=["gpu_uuid_a", "gpu_uuid_b"]).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
 
     def spread(points) -> str:
@@ -115,14 +113,14 @@ def cmd_report(args) -> int:
 
     import pandas as pd
 
-    from gemmbench import plots
+    from gemmbench import plots, tables
     from gemmbench.report import render_report
 
     folder = Path(args.tables)
     missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
     if missing:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
-    summary, validation = (pd.read_csv(folder / f"{name}.csv") for name in ("summary", "validation"))
+    summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
     workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
@@ -134,7 +132,7 @@ def cmd_report(args) -> int:
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
                       methodology=stages.methodology(cfg, devices),
-                      compared_with=(args.compare, pd.read_csv(args.compare)) if args.compare else None)
+                      compared_with=(args.compare, tables.read(args.compare)) if args.compare else None)
     print(f"wrote {args.out}")
     return 0
 

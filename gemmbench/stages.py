@@ -324,7 +324,7 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
     from gemmbench.report import render_report
 
-    import pandas as pd
+    from gemmbench import tables
 
     t = _tables(tables_dir)
     figures = {Path(png).stem: Path(png) for png in pngs}
@@ -333,4 +333,4 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out),
                   methodology=methodology(config, t["devices"]),
-                  compared_with=(other, pd.read_csv(other)) if other else None)
+                  compared_with=(other, tables.read(other)) if other else None)

@@ -149,13 +149,20 @@ def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
 COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
 
 
+def read(path) -> pd.DataFrame:
+    """A summary or validation table from disk, tables from before the b2b workload included (they lack its shape
+    columns and `workload`: they are gemm)."""
+    frame = pd.read_csv(path)
+    return frame.assign(**{c: frame[c] if c in frame else pd.NA for c in SHAPE_COLUMNS},
+                        workload=frame["workload"] if "workload" in frame else "gemm").astype(
+        {c: "Int64" for c in SHAPE_COLUMNS})
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFrame:
     """The points both summaries measured successfully (same GPU model, variant, mode, shape; the smallest of the
     point's sizes at least `min_size`), with diff_pct = how much longer b's median device time is, and same_gpu
-    (both on one GPU, by UUID). Summaries from before b2b lack its shape columns and `workload`; they are gemm."""
+    (both on one GPU, by UUID)."""
     def ok_points(frame):
-        frame = frame.assign(**{c: frame[c] if c in frame else float("nan") for c in SHAPE_COLUMNS},
-                             workload=frame["workload"] if "workload" in frame else "gemm")
         return frame.query("status == 'ok'")[COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]]
 
     both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
