@@ -36,6 +36,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         glance=_at_a_glance(summary, devices),
+        glance_speedups=_at_a_glance_speedups(summary) if "workload" in summary else [],
         side_by_side=_side_by_side(summary),
         comparison=_comparison(summary, *compared_with) if compared_with else None,
         best_tables=_best_per_family(summary),
@@ -229,6 +230,26 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
                  "precision": _precision(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": _answer(best, mode, size), "rows": rows})
+    return blocks
+
+
+def _at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:
+    """For workloads measured against a baseline over many shapes (b2b): per GPU, mode and cache, each variant's
+    best speedup over the baseline and how many shapes it wins."""
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] != "gemm")].dropna(subset=["speedup_vs_cublas"])
+    blocks = []
+    for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
+        rows = []
+        for (family, variant), points in group.groupby(["family", "variant"]):
+            best = points.loc[points["speedup_vs_cublas"].idxmax()]
+            rows.append({"variant": f"{family}/{variant}", "best": f"{best.speedup_vs_cublas:.2f}× at {_shape(best)}",
+                         "wins": f"{int((points['speedup_vs_cublas'] > 1).sum())} of {len(points)}",
+                         "speedup": best.speedup_vs_cublas})
+        rows.sort(key=lambda r: -r["speedup"])
+        top = next((r for r in rows if r["speedup"] != 1.0), rows[0])
+        blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "rows": rows,
+                       "text": f"Against the baseline (speedup 1.00×), the best of this run is {top['variant']}: "
+                               f"{top['best']}, faster at {top['wins']} shapes."})
     return blocks
 
 
