@@ -116,12 +116,18 @@ def _problem(variant, backend, point: Point) -> tuple[list, object, object, obje
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
-def _checked(workload, backend, operands, out, buffer, tolerance: float) -> tuple[str, str, dict]:
-    """(status, message, errors) of `out` against the fp64 reference of `operands`, and of the guard bands around
-    it in `buffer`, once the device is done."""
-    backend.synchronize()
+def _expected(workload, backend, operands) -> tuple:
+    """The fp64 reference of `operands` and each element's scale (Workload.scale)."""
     wide = [x.astype(backend.xp.float64) for x in operands]
-    errors = backend.errors(workload.reference(backend.xp, wide), out, workload.scale(backend.xp, wide))
+    return workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+
+
+def _checked(expected: tuple, backend, out, buffer, tolerance: float) -> tuple[str, str, dict]:
+    """(status, message, errors) of `out` against `expected` (reference, scale), and of the guard bands around it
+    in `buffer`, once the device is done."""
+    backend.synchronize()
+    reference, scale = expected
+    errors = backend.errors(reference, out, scale)
     errors["outside_writes"] = backend.outside_writes(buffer)
     return (*checking.verdict(errors, tolerance, out.size), errors)
 
@@ -132,10 +138,11 @@ VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right o
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point)
+    expected = _expected(workload, backend, operands)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
         variant.run(built.artifact, *operands, out)
-        status, message, errors = _checked(workload, backend, operands, out, buffer, task.tolerance)
+        status, message, errors = _checked(expected, backend, out, buffer, task.tolerance)
         if status != "ok":
             message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
             break
@@ -185,7 +192,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     after, clocks = backend.telemetry(), window.summary()
     LOAD.end()
     summary = sampler.summary()
-    checked, why, _ = _checked(workload, backend, operands, out, buffer, task.tolerance)
+    checked, why, _ = _checked(_expected(workload, backend, operands), backend, out, buffer, task.tolerance)
     refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
                                    device or {}, task.mode, task.cache)
     verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
