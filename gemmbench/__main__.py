@@ -70,7 +70,8 @@ def cmd_run(args) -> int:
         tmp = Path(tmp)
         stages.build(cfg, args.variant, args.mode, tmp / "build.json", path if tuning else None)
         stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json")
-        row = stages.bench(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json", tmp / "bench.json")[0]
+        row = stages.bench(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json",
+                           tmp / "bench.json")[0]
     flops = workloads.get(workload).flops(sizes)
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
@@ -166,7 +167,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
-    parser = Parser(prog="python -m gemmbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m gemmbench", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="registered variants").set_defaults(func=cmd_list)

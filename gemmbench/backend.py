@@ -266,7 +266,8 @@ class CudaBackend(Backend):
         runtime = self.cupy.cuda.runtime
         props = runtime.getDeviceProperties(self.cupy.cuda.Device().id)
         cc = f"{props['major']}.{props['minor']}"
-        max_clock = pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM) if self._nvml else props.get("clockRate", 0) / 1e3
+        max_clock = (pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM) if self._nvml
+                     else props.get("clockRate", 0) / 1e3)
         sm_count = props["multiProcessorCount"]
         from cupy_backends.cuda.libs import cublas
         versions = {**provenance.toolchain(), "cublas": cublas.getVersion(self.cupy.cuda.device.get_cublas_handle())}

@@ -8,9 +8,9 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels import registry
 from gemmbench import workloads
 from gemmbench.config import ConfigError
+from kernels import registry
 
 log = logging.getLogger("gemmbench")
 

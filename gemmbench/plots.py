@@ -9,10 +9,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: plots run in Snakemake jobs without a display
 import matplotlib.pyplot as plt
-from matplotlib import ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
 
 from gemmbench import workloads
 

@@ -138,12 +138,15 @@ def _library_version(number) -> str:
 
 
 def _device_name(device: dict) -> str:
-    return device.get("gpu", "") if device.get("device") == "cuda" else f"CPU: {device.get('cpu') or device.get('gpu', '')}"
+    if device.get("device") == "cuda":
+        return device.get("gpu", "")
+    return f"CPU: {device.get('cpu') or device.get('gpu', '')}"
 
 
 def _readable_device(device: dict) -> dict:
     """A device's facts for people: versions written as releases, a CPU not called a GPU, no internal keys."""
-    facts = {k: v for k, v in device.items() if k not in ("device_reason", "gpu_uuid" if device.get("device") == "cpu" else "")}
+    internal = ("device_reason", "gpu_uuid") if device.get("device") == "cpu" else ("device_reason",)
+    facts = {k: v for k, v in device.items() if k not in internal}
     if device.get("device") == "cpu":
         facts.pop("gpu", None)
     for key in ("cuda_driver", "cuda_runtime"):
@@ -291,7 +294,8 @@ def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
     beyond = both[both["diff_pct"].abs() > limit].sort_values("diff_pct")
     faster, slower = int((beyond["diff_pct"] < 0).sum()), int((beyond["diff_pct"] > 0).sum())
     text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the noise band), largest "
-            f"{both['diff_pct'].abs().max():.2f}%. Beyond {limit:.2g}%: {faster} faster and {slower} slower in this run.")
+            f"{both['diff_pct'].abs().max():.2f}%. Beyond {limit:.2g}%: {faster} faster and {slower} slower in this "
+            f"run.")
     rows = [{"point": f"{r.family}/{r.variant} {r.mode} {_shape(r)} · {r.gpu}",
              "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
              "diff": f"{r.diff_pct:+.1f}%"} for r in beyond.itertuples()]
@@ -303,7 +307,8 @@ def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
     words = []
     baseline = best[best["family"] == "cublas"]
     for r in baseline.itertuples():
-        peak = "" if pd.isna(r.pct_of_peak) else f", {r.pct_of_peak:.0f}% of the {mode} peak ({r.peak_tflops:.3g} TFLOP/s at the max SM clock)"
+        peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak ({r.peak_tflops:.3g} "
+                                                  f"TFLOP/s at the max SM clock)")
         words.append(f"At {size}×{size}×{size}, cuBLAS reaches {r.tflops:.3g} TFLOP/s{peak}.")
     others = best[(best["family"] != "cublas") & best["pct_of_cublas"].notna()]
     if not baseline.empty and not others.empty:

@@ -12,8 +12,9 @@ from unittest import mock
 
 import numpy as np
 
+from gemmbench import ROOT, checking, gpus, plan, provenance, workloads
 from gemmbench import backend as backends
-from gemmbench import ROOT, checking, gpus, plan, provenance, tune as tuning, workloads
+from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
@@ -115,14 +116,16 @@ def _autotune(variant, mode: str, gpu: str, settings: dict, expected: str, commi
         for size in settings["sizes"]:
             start = time.perf_counter()
             try:
-                found = variant.tuner(mode, (size, size, size), settings["trials"], Path(out).with_suffix("") / str(size),
+                found = variant.tuner(mode, (size, size, size), settings["trials"],
+                                      Path(out).with_suffix("") / str(size),
                                       previous.get(str(size)), settings["seed"], log)
             except Exception as exc:  # the class keeps no result; the others still tune
                 log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
                             type(exc).__name__, exc)
                 continue
             classes[str(size)] = {**found, "tune_s": round(time.perf_counter() - start, 1)}
-            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s) after %.0f s this sitting", variant.key, mode,
+            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s) after %.0f s this sitting",
+                     variant.key, mode,
                      size, found["trials"], found["median_s"] * 1e3, found["tflops"], classes[str(size)]["tune_s"])
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings, "classes": classes}
 
@@ -182,8 +185,8 @@ def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
             return "error", f"build failed: {built['message']}"
         return None
 
-    rows, devices = _run_points("validate", config, variant, mode, _validation_shapes(config, variant, built.get("tuned")),
-                                blocked, built.get("tuned"))
+    shapes = _validation_shapes(config, variant, built.get("tuned"))
+    rows, devices = _run_points("validate", config, variant, mode, shapes, blocked, built.get("tuned"))
     write_json(out, {"rows": rows, "devices": devices})
     return rows
 
@@ -290,11 +293,13 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
                     f"points back to back, so only its first point waits that long), then samples until the 95% "
                     f"confidence half-width of the median (never below half the timer's step) is below "
-                    f"{timing['rel_precision']:.2%} of it from at least {timing['min_samples']} samples (converged) and "
+                    f"{timing['rel_precision']:.2%} of it from at least {timing['min_samples']} samples (converged) "
+                    f"and "
                     f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
                     f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
                     f"{timing['min_samples']})",
-        "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed region)",
+        "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
+                 f"region)",
         "What was timed": "the output is poisoned again after warm-up and checked against the reference after "
                           "sampling; a variant whose work does not run on the harness's stream is not timed; a time "
                           "above the device's peak, or beyond its memory for operands its L2 cannot hold, is refused",
@@ -322,9 +327,8 @@ def methodology(config: dict, devices: list[dict]) -> dict:
 
 def report(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
-    from gemmbench.report import render_report
-
     from gemmbench import tables
+    from gemmbench.report import render_report
 
     t = _tables(tables_dir)
     figures = {Path(png).stem: Path(png) for png in pngs}

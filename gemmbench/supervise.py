@@ -115,6 +115,7 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
             for i in (lost if current is None else [current] if current in lost else []):
                 rows[i] = dict(failed)
                 on_row(i, rows[i], device)
-                log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"], failed["message"][:300])
+                log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"],
+                            failed["message"][:300])
             start = max(rows) + 1 if rows else count
     return [rows[i] for i in range(count)], device

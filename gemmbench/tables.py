@@ -76,8 +76,10 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["peak_tflops"] = pd.to_numeric(pd.Series(peak, index=frame.index), errors="coerce")
     frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
     max_clock = pd.to_numeric(frame.gpu_uuid.map(lambda u: by_uuid.get(u, {}).get("max_sm_clock_mhz")), errors="coerce")
-    frame["pct_of_peak_at_clock"] = frame.pct_of_peak * max_clock / pd.to_numeric(frame.sm_clock_mean_mhz, errors="coerce")
-    frame["pct_of_bandwidth"] = 100 * frame.gbps / pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
+    window_clock = pd.to_numeric(frame.sm_clock_mean_mhz, errors="coerce")
+    frame["pct_of_peak_at_clock"] = frame.pct_of_peak * max_clock / window_clock
+    bandwidth = pd.to_numeric(pd.Series(bandwidth, index=frame.index), errors="coerce")
+    frame["pct_of_bandwidth"] = 100 * frame.gbps / bandwidth
 
     # % of cuBLAS: the cuBLAS row of this run with the same workload, shape and mode on the same GPU model (a sweep
     # split over several GPUs of one model compares across them, as they agree within noise); CPU rows against the
@@ -117,7 +119,8 @@ def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
     for row in bench_rows:
         ident = {k: row.get(k) for k in ("gpu", "gpu_uuid", "workload", "family", "variant", "mode", *SHAPE_COLUMNS)}
         for field, timer in SAMPLE_COLUMNS.items():
-            records += [{**ident, "timer": timer, "sample": i, "seconds": s} for i, s in enumerate(row.get(field) or [])]
+            records += [{**ident, "timer": timer, "sample": i, "seconds": s}
+                        for i, s in enumerate(row.get(field) or [])]
     return _frame(records, "samples")
 
 
@@ -163,8 +166,10 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFr
     point's sizes at least `min_size`), with diff_pct = how much longer b's median device time is, and same_gpu
     (both on one GPU, by UUID)."""
     def ok_points(frame):
-        return frame.query("status == 'ok'")[COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]]
+        columns = COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]
+        return frame.query("status == 'ok'")[columns]
 
     both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
     both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= min_size]
-    return both.assign(diff_pct=100 * (both.median_s_b / both.median_s_a - 1), same_gpu=both.gpu_uuid_a == both.gpu_uuid_b)
+    return both.assign(diff_pct=100 * (both.median_s_b / both.median_s_a - 1),
+                       same_gpu=both.gpu_uuid_a == both.gpu_uuid_b)

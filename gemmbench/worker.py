@@ -197,12 +197,14 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                                    device or {}, task.mode, task.cache)
     verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
         {"status": "failed", "message": f"timing refused: {refused}"} if refused else None
-    slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", [])) | set(after.get("slowdown", [])))
+    slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", []))
+                      | set(after.get("slowdown", [])))
     clock_drop = bool(before and clocks["sm_clock_min_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
         "message": f"{summary['samples']} samples, median ±{summary['median_ci_rel']:.2%}"
-                   + ("" if summary["converged"] else f", precision target not met (stopped by {summary['stopped_by']})")
+                   + ("" if summary["converged"] else
+                      f", precision target not met (stopped by {summary['stopped_by']})")
                    + (", fewer than min_samples" if summary["thin_median"] else ""),
         **summary, **(verdict or {}),
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),

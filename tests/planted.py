@@ -62,7 +62,8 @@ def _past_the_end(artifact, a, b, c):
     past[-1] = 0.0
 
 
-for name, run in {"planted-past-the-end": _past_the_end, "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash,
+for name, run in {"planted-past-the-end": _past_the_end, "planted-wrong": _wrong, "planted-hang": _hang,
+                  "planted-crash": _crash,
                   "planted-slow": _slow, "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))

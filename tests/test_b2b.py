@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import snakemake
+from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
+
 from gemmbench import config, plan, tables, workloads
 from gemmbench.config import ConfigError
 from kernels import registry
 from kernels.b2b import fused
-from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
 B2B = workloads.get("b2b")
 

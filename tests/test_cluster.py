@@ -1,6 +1,5 @@
 """The SLURM profile, planned here (.ci/slurm-test submits through it to a real SLURM)."""
 import pytest
-
 from conftest import ROOT, planned_jobs, snakemake
 
 PROFILE = ["--workflow-profile", str(ROOT / "workflow/profiles/slurm")]

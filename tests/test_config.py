@@ -1,6 +1,6 @@
 import pytest
-
 from conftest import ROOT, snakemake
+
 from gemmbench import config
 from gemmbench.config import ConfigError
 

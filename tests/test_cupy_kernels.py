@@ -16,6 +16,7 @@ from gemmbench import tune
 from kernels import registry
 from kernels.cupy.ladder import HERE, RUNGS, cdiv
 
+
 def find_nvcc() -> str | None:
     """The nvcc wheel of requirements-test.txt (matching the venv's NVVM), else one on PATH."""
     spec = importlib.util.find_spec("nvidia")

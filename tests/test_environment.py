@@ -2,13 +2,12 @@
 import re
 
 import yaml
-
 from conftest import ROOT
 
 
 def requirement_pins(path):
-    lines = (l.split("#")[0].strip() for l in path.read_text().splitlines())
-    return {l for l in lines if l and not l.startswith("-r")}
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {line for line in lines if line and not line.startswith("-r")}
 
 
 def test_environment_yml_and_requirements_agree():

@@ -17,7 +17,8 @@ def cfg(cpu_config, tmp_path):
 def run_stages(cfg, tmp_path, key, size=32):
     build = stages.build(cfg, key, "fp32", tmp_path / "build.json")
     rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
-    benches = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "bench.json")
+    benches = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                           tmp_path / "bench.json")
     return build, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
 
 

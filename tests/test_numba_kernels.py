@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
+from test_cupy_kernels import NVCC, committed_params
 
 from gemmbench import tune
 from kernels import registry
 from kernels.numba.ladder import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
-
-from conftest import ROOT
-from test_cupy_kernels import NVCC, committed_params
 
 KERNEL_RUNGS = [r for r in RUNGS if not r.gufunc]
 VARIANTS = {r.variant_name: registry.load()[f"numba/{r.variant_name}"] for r in RUNGS}

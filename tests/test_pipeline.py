@@ -10,8 +10,8 @@ import time
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, write_config
+
 from gemmbench import provenance, tables
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,8 @@ def test_a_new_toolchain_rebuilds_and_so_revalidates_and_remeasures(cpu_run, tmp
     fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 99.9, V99.9.99'\n")
     fake.chmod(0o755)
     command = snakemake_command(workdir) + ["-n", "--configfile", str(ROOT / "config" / "test.yaml")]
-    result = subprocess.run(command, capture_output=True, text=True, env={**SNAKEMAKE_ENV, "CUDA_PATH": str(fake.parents[1])})
+    env = {**SNAKEMAKE_ENV, "CUDA_PATH": str(fake.parents[1])}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     planned = {job["rule"] for job in planned_jobs(result.stdout + result.stderr)}
     assert {"build", "validate", "bench", "aggregate", "report"} <= planned

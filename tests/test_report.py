@@ -60,12 +60,14 @@ def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[i
                      "status": status, "message": message, "median_s": flops / tflops / 1e12,
                      "batched_median_s": None, "batch_launches": 1,
                      "host_median_s": flops / tflops / 1e12 + 5e-6, "samples": 50, "median_ci_rel": 0.004,
-                     "converged": True, "stopped_by": "precision", "thin_median": False, "flops": flops, "min_bytes": min_bytes, "tflops": tflops,
+                     "converged": True, "stopped_by": "precision", "thin_median": False, "flops": flops,
+                     "min_bytes": min_bytes, "tflops": tflops,
                      "gbps": min_bytes * tflops * 1e3 / flops, "peak_tflops": peak,
                      "pct_of_peak": 100 * tflops / peak, "pct_of_bandwidth": 10.0,
                      "rel_error": 1e-7, "max_abs_error": 1e-5, "sm_clock_mhz": 1980.0,
                      "sm_clock_mhz_after": 1965.0, "sm_clock_mean_mhz": 1970.0, "sm_clock_min_mhz": 1965.0,
-                     "slowdown_share": 0.0, "pct_of_peak_at_clock": 100 * tflops / peak * 1980 / 1970, "temperature_c": 55.0, "power_w": 450.0,
+                     "slowdown_share": 0.0, "pct_of_peak_at_clock": 100 * tflops / peak * 1980 / 1970,
+                     "temperature_c": 55.0, "power_w": 450.0,
                      "throttled": False, "throttle_reasons": "", "speedup_vs_cublas": None,
                      "speedup_vs_unfused_best": None})
     summary = pd.DataFrame(rows)

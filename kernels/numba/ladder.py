@@ -201,7 +201,8 @@ def _build(rung: Rung, params: Mapping) -> Built:
     kernel = next(iter(dispatcher.overloads.values()))
     if rung.threads(params) > kernel.max_threads_per_block:  # registers × threads exceed the register file
         raise ValueError(f"{rung.variant_name} with {dict(params)} needs {kernel.regs_per_thread} registers per "
-                         f"thread: at most {kernel.max_threads_per_block} threads per block, not {rung.threads(params)}")
+                         f"thread: at most {kernel.max_threads_per_block} threads per block, not "
+                         f"{rung.threads(params)}")
     facts = {"registers": kernel.regs_per_thread, "local_bytes": kernel.local_mem_per_thread,
              "shared_bytes": kernel.shared_mem_per_block, "threads": rung.threads(params),
              **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(kernel))}

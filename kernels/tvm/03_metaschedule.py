@@ -157,7 +157,8 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
     done = recorded()
     if done < trials:
         log.info("MetaSchedule %s on %s: %d trials recorded, running %d more (progress: %s/logs)",
-                 "x".join(map(str, shape)), target.export().get("arch", target.kind.name), done, trials - done, work_dir)
+                 "x".join(map(str, shape)), target.export().get("arch", target.kind.name), done, trials - done,
+                 work_dir)
         ms.tune_tir(module, target, str(work_dir), max_trials_global=trials - done,
                     num_trials_per_iter=min(TRIALS_PER_ROUND, trials - done), database=database, seed=seed,
                     **_measurement(target, shape))

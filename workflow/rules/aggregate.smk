@@ -10,11 +10,11 @@ rule aggregate:
         builds="results/tables/builds.csv",
         parquet=expand("results/tables/{table}.parquet", table=["summary", "samples", "validation", "builds"]),
         devices="results/tables/devices.json",
-    params:
-        device_reason=DEVICE_REASON,
     log:
         "results/logs/aggregate.log",
     conda:
         "../../environment.yml"
+    params:
+        device_reason=DEVICE_REASON,
     script:
         "../scripts/aggregate.py"

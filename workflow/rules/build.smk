@@ -4,14 +4,14 @@ rule build:
         tuning=tuning_result,
     output:
         "results/build/{family}/{variant}/{mode}.json",
-    params:
-        variant_params=lambda w: plan.params(config, variant_of(w)),
-        toolchain=provenance.toolchain(),  # a new compiler or library rebuilds, and so re-validates and re-measures
-    resources:
-        gpu=gpus_needed,
     log:
         "results/logs/build/{family}/{variant}/{mode}.log",
     conda:
         "../../environment.yml"
+    resources:
+        gpu=gpus_needed,
+    params:
+        variant_params=lambda w: plan.params(config, variant_of(w)),
+        toolchain=provenance.toolchain(),  # a new compiler or library rebuilds, and so re-validates and re-measures
     script:
         "../scripts/build.py"

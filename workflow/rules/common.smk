@@ -7,7 +7,16 @@ from snakemake.exceptions import WorkflowError
 # This workflow's gemmbench and kernels, here and in every script job (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, first_on_path, locks, logs, plan, provenance, tune as tuning, workloads
+from gemmbench import (
+    config as gemmbench_config,
+    first_on_path,
+    locks,
+    logs,
+    plan,
+    provenance,
+    tune as tuning,
+    workloads,
+)
 from gemmbench.config import ConfigError
 
 first_on_path(workflow.basedir)
@@ -37,11 +46,15 @@ onstart:
     # from here on, not while the Snakefile is read.)
     if not workflow.local_exec:
         if config["device"] == "auto":
-            raise WorkflowError("device: auto is decided by each host that plans, on a cluster the submit host and "
-                                "every node: set device: cuda (or cpu)")
+            raise WorkflowError(
+                "device: auto is decided by each host that plans, on a cluster the submit host and "
+                "every node: set device: cuda (or cpu)"
+            )
         if not config["tune"]["gpu"] and any(plan.tuned(config, v) for v in VARIANTS.values()):
-            raise WorkflowError("on a cluster, tuned variants need tune.gpu: the GPU model they are tuned for, "
-                                "e.g. --config tune='{gpu: NVIDIA H200}'")
+            raise WorkflowError(
+                "on a cluster, tuned variants need tune.gpu: the GPU model they are tuned for, "
+                "e.g. --config tune='{gpu: NVIDIA H200}'"
+            )
     # Only when jobs really run here (not in dry runs, --touch, or on a cluster submit host).
     if DEVICE == "cuda" and workflow.local_exec and not workflow.touch:
         try:
@@ -49,8 +62,10 @@ onstart:
         except ConfigError as exc:
             raise WorkflowError(str(exc)) from None
         if "gpu" not in workflow.global_resources:
-            raise WorkflowError("GPU jobs need a limit so that two never share a GPU: pass --resources gpu=N "
-                                "(N = GPUs here; the default profile in workflow/profiles/default sets gpu=1)")
+            raise WorkflowError(
+                "GPU jobs need a limit so that two never share a GPU: pass --resources gpu=N "
+                "(N = GPUs here; the default profile in workflow/profiles/default sets gpu=1)"
+            )
 
 
 if DEVICE_REASON:

@@ -7,8 +7,10 @@ rule plot:
         validation="results/tables/validation.csv",
         devices="results/tables/devices.json",
     output:
-        png=[report(f"reports/figures/{name}.png", caption=f"../report/{name}.rst", category="Figures")
-             for name in FIGURES],
+        png=[
+            report(f"reports/figures/{name}.png", caption=f"../report/{name}.rst", category="Figures")
+            for name in FIGURES
+        ],
         svg=[f"reports/figures/{name}.svg" for name in FIGURES],
     log:
         "results/logs/plot.log",
