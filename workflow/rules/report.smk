@@ -3,8 +3,9 @@ FIGURES = plan.figures(config, VARIANTS.values())
 
 rule plot:
     input:
-        summary="results/tables/summary.csv",
-        validation="results/tables/validation.csv",
+        summary="results/tables/summary.parquet",
+        validation="results/tables/validation.parquet",
+        builds="results/tables/builds.parquet",
         devices="results/tables/devices.json",
     output:
         png=[
