@@ -94,6 +94,11 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     elsewhere = [key for key in config["variants"] if known[key].workload != config["workload"]]
     if elsewhere:
         raise ConfigError(f"variants: {elsewhere} compute another workload than workload: {config['workload']}")
+    families = {v.family for v in known.values()}
+    absent = [family for family in config["families"] if family not in families]
+    if absent:
+        raise ConfigError(f"families: {absent} registered no variant; registered families are {sorted(families)} "
+                          f"(a module of your own registers more: variant_modules)")
     chosen = [v for v in known.values() if v.workload == config["workload"] and v.family in config["families"]
               and (not config["variants"] or v.key in config["variants"])]
     for family in config["families"]:
@@ -113,7 +118,7 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     chosen = [v for v in chosen if device == "cuda" or v.device == "cpu"]
     for section in ("params", "max_size"):
         for key in config[section]:
-            if key not in known and key not in registry.FAMILIES:
+            if key not in known and key not in families:
                 raise ConfigError(f"{section}: {key!r} is not a registered variant ({sorted(known)})")
     return chosen
 

@@ -210,3 +210,17 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
     for rule in ("tune", "build", "validate", "bench"):
         assert sorted(job["wildcards"].split("variant=")[1].split(",")[0] for job in jobs if job["rule"] == rule) == [
             "03_smem_tiles", "04_rect_tiles"], rule
+
+
+def test_a_family_from_a_module_outside_kernels_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
+    """No list of families to extend: a module named in variant_modules registers "toy", and the config runs it."""
+    cpu_config.update(variant_modules=["tests.toy_family"], families=["cpu", "toy"], sizes=[64],
+                      validation_shapes=[[7, 13, 5]])
+    result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = pd.read_csv(tmp_path / "results/tables/summary.csv")
+    toy = summary[summary["family"] == "toy"]
+    assert list(toy["variant"]) == ["numpy-matmul"] and (toy["status"] == "ok").all()
+    assert "toy/numpy-matmul" in (tmp_path / "reports/report.html").read_text()
+    unknown = snakemake(tmp_path, "-n", config={**cpu_config, "families": ["cpu", "nosuch"]})
+    assert unknown.returncode != 0 and "families: ['nosuch'] registered no variant" in unknown.stdout + unknown.stderr

@@ -73,7 +73,7 @@ if DEVICE_REASON:
 
 
 wildcard_constraints:
-    family="[a-z]+",
+    family="[a-z][a-z0-9]*",
     variant="[A-Za-z0-9_.-]+",
     mode="fp32|tf32",
     gpu="[a-z0-9-]+",
