@@ -125,7 +125,7 @@ def cmd_report(args) -> int:
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
     workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
-    baseline = bool((summary["family"] == "cublas").any())
+    baseline = bool((summary["role"] == "baseline").any())
     names = [name for name in workload.figures if baseline or name not in workload.compared]
     cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workload": workload.name})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:

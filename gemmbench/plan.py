@@ -180,5 +180,5 @@ def figures(config: dict, variants) -> list[str]:
     """The report's figures for this plan: those that compare with cuBLAS only where it runs (a CPU-only run would
     draw them empty)."""
     workload = workloads.get(config["workload"])
-    with_cublas = any(v.family == "cublas" for v in variants)
-    return [name for name in workload.figures if with_cublas or name not in workload.compared]
+    with_baseline = any(v.role == "baseline" for v in variants)
+    return [name for name in workload.figures if with_baseline or name not in workload.compared]

@@ -117,7 +117,7 @@ def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = 
     """One panel per family (cuBLAS first), so that no panel holds more series than a reader can tell apart;
     `draw(ax, rows)` fills a panel with the family's rows and labels what it drew; each panel gets its own legend,
     above the data. `log`: a log y axis; with sharey=False each panel decides, where its values span a wide range."""
-    families = sorted(df["family"].unique(), key=lambda f: (f != "cublas", f))
+    families = baseline_first(df)
     columns = min(columns, len(families))
     rows = math.ceil(len(families) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False, sharey=sharey)
@@ -142,6 +142,12 @@ def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = 
     return fig
 
 
+def baseline_first(df: pd.DataFrame) -> list[str]:
+    """The families of `df`, the baseline's (role "baseline") first."""
+    baseline = set(df.loc[df["role"] == "baseline", "family"]) if "role" in df else set()
+    return sorted(df["family"].unique(), key=lambda family: (family not in baseline, family))
+
+
 def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
     """One line per variant (colour) and mode (line style), labelled without the family's name."""
     modes = _modes(rows)
@@ -155,14 +161,14 @@ def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
 def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
     if ok.empty:
         return _placeholder("TFLOP/s vs size", "no successful benchmark points in this run")
-    baseline = ok[ok["family"] == "cublas"]
+    baseline = ok[ok["role"] == "baseline"]
 
     def draw(ax, rows):
-        if rows["family"].iloc[0] != "cublas":  # the baseline, faint, in every other panel
-            for mode, line in baseline[baseline["mode"].isin(rows["mode"])].groupby("mode"):
+        if not (rows["role"] == "baseline").any():  # the baseline, faint, in every other panel
+            for (series, mode), line in baseline[baseline["mode"].isin(rows["mode"])].groupby(["series", "mode"]):
                 line = line.groupby("size")["tflops"].max()
                 ax.plot(line.index, line.values, color="0.6", linestyle=MODE_LINES.get(mode, ":"), linewidth=1,
-                        label=f"cuBLAS {mode}")
+                        label=f"{series} {mode}")
         _variant_lines(ax, rows, "tflops")
 
     return _family_grid(ok, draw, "Achieved TFLOP/s vs size, per family", "TFLOP/s", log=_wide(ok["tflops"]))
@@ -170,13 +176,13 @@ def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
 
 def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
     compared = ok.dropna(subset=["pct_of_cublas"]) if not ok.empty else ok
-    compared = compared[compared["family"] != "cublas"] if not compared.empty else compared
-    if compared.empty or not (ok["family"] == "cublas").any():
+    compared = compared[compared["role"] != "baseline"] if not compared.empty else compared
+    if compared.empty or not (ok["role"] == "baseline").any():
         return _placeholder("% of cuBLAS vs size",
                             "no cuBLAS rows in this run (CPU-only run?): nothing to compare against")
 
     def draw(ax, rows):
-        ax.axhline(100, color="black", linestyle="--", linewidth=1, label="cuBLAS")
+        ax.axhline(100, color="black", linestyle="--", linewidth=1, label="the baseline")
         _variant_lines(ax, rows, "pct_of_cublas")
         if _wide(rows["pct_of_cublas"]):
             ax.set_yscale("log")
@@ -191,7 +197,7 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
     """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
     if ok.empty:
         return ok
-    ok = ok[(ok["family"] != "cublas") & (ok["workload"] == "gemm")].dropna(subset=["pct_of_cublas"])
+    ok = ok[(ok["role"] != "baseline") & (ok["workload"] == "gemm")].dropna(subset=["pct_of_cublas"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]
 
@@ -223,7 +229,7 @@ def b2b_rows(ok: pd.DataFrame) -> pd.DataFrame:
     """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
     if ok.empty:
         return ok
-    return ok[(ok["workload"] == "b2b") & (ok["family"] != "cublas")].dropna(subset=["speedup_vs_cublas"])
+    return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_cublas"])
 
 
 def _b2b_speedup(ok: pd.DataFrame) -> plt.Figure:
@@ -257,7 +263,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     ok = ok.assign(intensity=ok["flops"] / ok["min_bytes"])
     # coloured by family: where each way of writing a GEMM sits under the ceilings (its variants: the other figures)
     grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="family",
-                       hue_order=sorted(ok["family"].unique(), key=lambda f: (f != "cublas", f)), col="mode",
+                       hue_order=baseline_first(ok), col="mode",
                        col_order=_modes(ok), kind="scatter", height=3.8, aspect=1.25)
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")

@@ -11,13 +11,13 @@ import jinja2
 import pandas as pd
 
 from gemmbench import workloads
+from gemmbench.plots import baseline_first
 from gemmbench.workloads import SHAPE_COLUMNS
-from kernels.b2b import UNFUSED_PREFIX
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "tflops", "pct_of_cublas", "pct_of_peak", "peak_tflops", "median_ci_rel",
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_cublas", "pct_of_peak", "peak_tflops", "median_ci_rel",
                    "speedup_vs_cublas", "speedup_vs_unfused_best"]
 
 
@@ -276,7 +276,7 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {r.tflops:.3g}" + (
             "" if pd.isna(r.pct_of_cublas) else f" · {r.pct_of_cublas:.0f}%") for r in rows.itertuples()}}
-            for family, rows in sorted(best.groupby("family"), key=lambda item: (item[0] != "cublas", item[0]))]
+            for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
     return tables
 
@@ -305,16 +305,17 @@ def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
 def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
     """The paragraph on top: the baseline's share of the peak, then how close each family's best comes to it."""
     words = []
-    baseline = best[best["family"] == "cublas"]
+    baseline = best[best["role"] == "baseline"]
     for r in baseline.itertuples():
         peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak ({r.peak_tflops:.3g} "
                                                   f"TFLOP/s at the max SM clock)")
-        words.append(f"At {size}×{size}×{size}, cuBLAS reaches {r.tflops:.3g} TFLOP/s{peak}.")
-    others = best[(best["family"] != "cublas") & best["pct_of_cublas"].notna()]
+        words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {r.tflops:.3g} "
+                     f"TFLOP/s{peak}.")
+    others = best[(best["role"] != "baseline") & best["pct_of_cublas"].notna()]
     if not baseline.empty and not others.empty:
         top = others.sort_values("pct_of_cublas", ascending=False).iloc[0]
         words.append(f"The closest other family is {top.family}: {top.family}/{top.variant} at "
-                     f"{top.pct_of_cublas:.0f}% of cuBLAS.")
+                     f"{top.pct_of_cublas:.0f}% of the baseline.")
         rest = others[others["family"] != top.family].sort_values("pct_of_cublas", ascending=False)
         if not rest.empty:
             words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_cublas:.0f}%"
@@ -339,7 +340,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
     best = ok.loc[ok.groupby(["gpu", "mode", "cache", "family", "m", "n", "k"])["tflops"].idxmax()]
     tables = []
     for (gpu, mode, cache), group in best.groupby(["gpu", "mode", "cache"], sort=True):
-        families = sorted(group["family"].unique(), key=lambda f: (f != "cublas", f))
+        families = baseline_first(group)
         rows = []
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
@@ -381,13 +382,15 @@ def _b2b_tables(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
     bandwidth = {d["gpu_uuid"]: d.get("copy_bandwidth_gbps") for d in devices}
     tables = []
     for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
-        variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (not v.startswith("cublas"), v))
+        baselines = group[group["role"] == "baseline"]
+        first = set(baselines["family"] + "/" + baselines["variant"])
+        variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (v not in first, v))
         rows = {}
         for r in group.sort_values(["m", "k0", "n0", "n1"]).itertuples():
             speedup = "" if pd.isna(r.speedup_vs_cublas) else f"{r.speedup_vs_cublas:.2f}×"
             rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
                 "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
-        fused = ~group["variant"].str.startswith(UNFUSED_PREFIX)
+        fused = group["role"] == ""
         slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
             ["variant", "m", "k0", "n0", "n1"])
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "variants": list(dict.fromkeys(variants)),

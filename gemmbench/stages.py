@@ -45,7 +45,7 @@ def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
     # gpu, gpu_uuid and host name the device the point ran on (set once a worker reports it; none if it never ran);
     # git_commit and git_dirty the tree that ran it
     return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device, "workload": variant.workload,
-            "family": variant.family, "variant": variant.name, "mode": mode,
+            "family": variant.family, "variant": variant.name, "role": variant.role, "mode": mode,
             **shape.sizes, "shape_kind": shape.kind, "cache": config["cache"],
             "seed": backends.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT))}
 

@@ -10,7 +10,6 @@ import yaml
 
 from gemmbench import ROOT, workloads
 from gemmbench.workloads import SHAPE_COLUMNS
-from kernels.b2b import UNFUSED_PREFIX
 
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
 # row field -> timer in the samples table (batched: per-launch seconds of a sample of batch_launches launches)
@@ -87,9 +86,9 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     shape = ["workload", "mode", *SHAPE_COLUMNS]
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
     frame = frame.drop(columns=["pct_of_cublas"])
-    cublas = frame[(frame.family == "cublas") & ok]
-    frame = _merge_reference(frame, cublas, shape).rename(columns={"reference_s": "cublas_s"})
-    unfused = frame[frame.variant.str.startswith(UNFUSED_PREFIX) & (frame.status == "ok")]
+    baseline = frame[(frame.role == "baseline") & ok]
+    frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "cublas_s"})
+    unfused = frame[frame.role.isin(["baseline", "unfused"]) & (frame.status == "ok")]
     frame = _merge_reference(frame, unfused.sort_values("median_s"), shape).rename(
         columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
@@ -154,10 +153,12 @@ COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
 
 def read(path) -> pd.DataFrame:
     """A summary or validation table from disk, tables from before the b2b workload included (they lack its shape
-    columns and `workload`: they are gemm)."""
+    columns and `workload`: they are gemm) and from before roles (their baseline was cuBLAS)."""
     frame = pd.read_csv(path)
+    legacy_role = frame["family"].eq("cublas").map({True: "baseline", False: ""})
     return frame.assign(**{c: frame[c] if c in frame else pd.NA for c in SHAPE_COLUMNS},
-                        workload=frame["workload"] if "workload" in frame else "gemm").astype(
+                        workload=frame["workload"] if "workload" in frame else "gemm",
+                        role=frame["role"].astype(object).fillna("") if "role" in frame else legacy_role).astype(
         {c: "Int64" for c in SHAPE_COLUMNS})
 
 

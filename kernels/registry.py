@@ -60,6 +60,9 @@ class Variant:
     prepare: Callable[..., None] | None = None
     description: str = ""
     workload: str = "gemm"
+    # "baseline": what every other variant of its workload and mode is compared with (cuBLAS); "unfused": a
+    # reference that computes a fused workload in several calls (b2b); "": a variant measured against them
+    role: str = ""
 
     @property
     def key(self) -> str:
@@ -70,12 +73,15 @@ _REGISTRY: dict[str, Variant] = {}
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
                    "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused", "kernels.b2b.fused")
 WORKLOADS = ("gemm", "b2b")
+ROLES = ("", "baseline", "unfused")
 
 
 def register(variant: Variant) -> Variant:
     if not FAMILY_NAME.fullmatch(variant.family):
         raise ValueError(f"variant {variant.name!r}: family {variant.family!r} is not a lower-case name "
                          f"({FAMILY_NAME.pattern}); it names folders, wildcards and table rows")
+    if variant.role not in ROLES:
+        raise ValueError(f"variant {variant.key}: unknown role {variant.role!r} (one of {ROLES})")
     if variant.workload not in WORKLOADS:
         raise ValueError(f"variant {variant.key}: unknown workload {variant.workload!r} (one of {WORKLOADS})")
     unknown = set(variant.modes) - set(MODES)

@@ -59,6 +59,7 @@ def test_fused_variants_declare_the_widths_their_block_tile_spans():
 def _bench_row(variant, family, mode, m, k0, n0, n1, median_s):
     return {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "host": "h", "device": "cuda", "workload": "b2b",
             "family": family, "variant": variant, "mode": mode, "m": m, "k0": k0, "n0": n0, "n1": n1,
+            "role": "baseline" if family == "cublas" else "unfused" if variant.startswith("b2b_unfused") else "",
             "shape_kind": "sweep", "cache": "hot", "seed": 1, "status": "ok", "message": "", "median_s": median_s}
 
 
@@ -214,6 +215,7 @@ def test_the_report_says_where_a_fused_variant_is_slower_and_why():
         sizes = dict(zip(B2B.axes, shape))
         rows.append({"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "workload": "b2b", "mode": "tf32", "cache": "hot",
                      "family": "cublas" if variant == "b2b_unfused" else "cupy", "variant": variant, **sizes,
+                     "role": "baseline" if variant == "b2b_unfused" else "",
                      "status": "ok", "median_s": median_s, "flops": B2B.flops(sizes),
                      "min_bytes": B2B.min_bytes(sizes), "peak_tflops": 100.0})  # ridge: 25 FLOP/byte
     summary = pd.DataFrame(rows)

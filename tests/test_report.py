@@ -44,6 +44,7 @@ CPU = {"device": "cpu", "device_reason": "no GPU found: ran the CPU families onl
 def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: int, k: int) -> dict:
     return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "host": device["host"], "device": device["device"],
             "workload": "gemm", "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k,
+            "role": "baseline" if family == "cublas" else "",
             "k0": None, "n0": None, "n1": None, "seed": 1234, "git_commit": "c0ffee", "git_dirty": False}
 
 

@@ -22,6 +22,7 @@ def _write_bench(path, facts, family, variant, n, median_s):
     """A bench job's output as stages.bench writes it: its row and the facts of the device it ran on."""
     row = {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "host": facts["host"], "device": facts["device"],
            "workload": "gemm", "family": family, "variant": variant, "mode": "fp32", "m": n, "n": n, "k": n,
+           "role": "baseline" if family == "cublas" else "",
            "shape_kind": "sweep", "cache": "hot", "seed": 1, "status": "ok", "message": "", "median_s": median_s,
            "samples": 10,
            "sample_device_s": [median_s] * 2, "warmup_host_s": [median_s] * 3}

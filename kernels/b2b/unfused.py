@@ -43,6 +43,7 @@ def unfused(gemm: Variant) -> Variant:
     return Variant(family=gemm.family, name=name, device=gemm.device, modes=gemm.modes, workload="b2b",
                    build=build, run=TwoCalls.__call__, params=dict(gemm.params),
                    unsupported=unsupported, source_files=(*sources, __file__),
+                   role="baseline" if gemm.role == "baseline" else "unfused",
                    description=f"two calls of {gemm.key}: A1 = A0·B0 in memory, then A1·B1")
 
 

@@ -37,6 +37,6 @@ def run(artifact, a, b, c):
 
 
 register(Variant(
-    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32"), build=build, run=run,
+    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32"), build=build, run=run, role="baseline",
     description="cublasGemmEx, FP32 storage; fp32 = CUBLAS_COMPUTE_32F, tf32 = CUBLAS_COMPUTE_32F_FAST_TF32",
 ))
