@@ -17,7 +17,6 @@ from matplotlib import ticker
 from gemmbench import workloads
 
 MODE_ORDER = ["fp32", "tf32"]
-LINES = dict(kind="line", marker="o")
 
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
@@ -97,24 +96,12 @@ def _wide(values: pd.Series) -> bool:
     return bool(len(values) and values.max() > WIDE_RANGE * values.min())
 
 
-def _size_facets(df: pd.DataFrame, y: str, ylabel: str, title: str, **kwargs) -> sns.FacetGrid:
-    grid = sns.relplot(data=df, x="size", y=y, hue="series", hue_order=sorted(df["series"].unique()),
-                       col="mode", col_order=_modes(df),
-                       height=3.6, aspect=1.25, facet_kws=dict(sharey=False), **kwargs)
-    grid.set_titles("{col_name}")
-    grid.set_axis_labels("size (gemm: n, or (m·n·k)^⅓; b2b: m)", ylabel)
-    for ax in grid.axes.flat:
-        _log2_size_axis(ax, df["size"])
-    grid.figure.suptitle(title, y=1.03)
-    return grid
-
-
 MODE_LINES = {"fp32": "-", "tf32": "--"}  # a family's modes told apart by line style; variants by colour
 
 
 def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = "size (n, or (m·n·k)^⅓)",
                  columns: int = 3, log: bool = False, sharey: bool = True) -> plt.Figure:
-    """One panel per family (cuBLAS first), so that no panel holds more series than a reader can tell apart;
+    """One panel per family (the baseline's first), so that no panel holds more series than a reader can tell apart;
     `draw(ax, rows)` fills a panel with the family's rows and labels what it drew; each panel gets its own legend,
     above the data. `log`: a log y axis; with sharey=False each panel decides, where its values span a wide range."""
     families = baseline_first(df)
