@@ -4,6 +4,7 @@ Both backends offer the same operations, so validation and timing are one code p
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -205,20 +206,29 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         self.stream.synchronize()
 
-    def device_time(self, run, launches: int = 1) -> float:
-        """Queue start event, the launch(es) and the stop event behind a spinning kernel, then release it:
-        the events bracket only device work, never the host's launch overhead."""
+    @contextlib.contextmanager
+    def _held(self):
+        """The harness's stream held by a spinning kernel while the block queues work behind it, then released and
+        drained; a variant that waited on the device meanwhile is refused."""
         self.flags[:] = 0
         ptr = np.uint64(self._flags_mem.ptr)
         self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
-        self._start.record(self.stream)
-        for _ in range(launches):
-            run()
-        self._stop.record(self.stream)
-        self.flags[0] = 1
-        self._stop.synchronize()
+        try:
+            yield
+        finally:
+            self.flags[0] = 1
+            self.synchronize()
         if self.flags[1]:
             raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
+
+    def device_time(self, run, launches: int = 1) -> float:
+        """Queue start event, the launch(es) and the stop event behind a spinning kernel, then release it:
+        the events bracket only device work, never the host's launch overhead."""
+        with self._held():
+            self._start.record(self.stream)
+            for _ in range(launches):
+                run()
+            self._stop.record(self.stream)
         return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
 
     OUTSIDE_WAIT_S = 0.02  # how long work queued elsewhere gets to show while the harness's stream is held
@@ -233,19 +243,11 @@ class CudaBackend(Backend):
         with self._side:  # load the looking kernels now: loading one while the stream is held could wait for it
             cupy.count_nonzero(~cupy.isnan(out))
             self._side.synchronize()
-        self.flags[:] = 0
-        ptr = np.uint64(self._flags_mem.ptr)
-        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
-        try:
+        with self._held():
             run()
             time.sleep(self.OUTSIDE_WAIT_S)
             with self._side:
                 written = int(cupy.count_nonzero(~cupy.isnan(out)))
-        finally:
-            self.flags[0] = 1
-            self.synchronize()
-        if self.flags[1]:
-            raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
         return written > 0
 
     def flush_cache(self) -> None:

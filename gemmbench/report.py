@@ -47,7 +47,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
         non_ok=_table(summary.loc[~summary["status"].isin(["ok", "skipped"]), NON_OK_COLUMNS]),
-        skipped=_skipped(summary),
+        skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {_shape(r)}"),
         builds=_table(_readable_builds(builds)),
         devices=[{"name": _device_name(device), "facts": _flatten(_readable_device(device))} for device in devices],
         methodology=_flatten(methodology),
@@ -184,11 +184,10 @@ def _readable_builds(builds: pd.DataFrame) -> pd.DataFrame:
         lambda column: column.map(_short) if not pd.api.types.is_numeric_dtype(column) else column)
 
 
-def _skipped(summary: pd.DataFrame) -> list[dict]:
-    """Skipped points once each, grouped by their reason."""
-    skipped = summary[summary["status"] == "skipped"]
-    return [{"reason": reason, "points": ", ".join(f"{r.family}/{r.variant} {r.mode} {_shape(r)}"
-                                                  for r in group.itertuples())}
+def _skipped(frame: pd.DataFrame, label) -> list[dict]:
+    """The skipped rows of `frame` grouped by their reason, each named once by `label(row)`."""
+    skipped = frame[frame["status"] == "skipped"]
+    return [{"reason": reason, "where": ", ".join(dict.fromkeys(label(r) for r in group.itertuples()))}
             for reason, group in skipped.groupby("message", sort=True)]
 
 
@@ -438,9 +437,5 @@ def _validation_matrix(validation: pd.DataFrame) -> dict:
         rows.setdefault(label, {})[_shape(r)] = cell
         if r.status not in ("ok", "skipped"):
             problems.append({"where": f"{label} @ {_shape(r)} ({r.shape_kind})", **cell})
-    skipped = validation[validation["status"] == "skipped"]
     return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
-            "problems": problems,
-            "skipped": [{"reason": reason, "where": ", ".join(dict.fromkeys(
-                f"{r.family}/{r.variant} {r.mode}" for r in group.itertuples()))}
-                for reason, group in skipped.groupby("message", sort=True)]}
+            "problems": problems, "skipped": _skipped(validation, lambda r: f"{r.family}/{r.variant} {r.mode}")}

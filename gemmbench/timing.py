@@ -97,10 +97,14 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> l
     return host_s
 
 
+def _sampler(timing: dict, resolution_s: float) -> Sampler:
+    return Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
+                   timing["min_time_s"], resolution_s)
+
+
 def sample(backend, run, timing: dict, cache: str) -> Sampler:
     """Device time per call (launch overhead excluded) until the median is stable."""
-    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
-                      timing["min_time_s"], backend.TIMER_RESOLUTION_S)
+    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S)
     while not sampler.done:
         if cache == "cold":
             backend.flush_cache()
@@ -119,8 +123,7 @@ def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str) 
     launches = math.ceil(BATCH_TARGET_S / per_launch_s) if per_launch_s > 0 else 1
     if launches <= 1 or cache == "cold":
         return 1, None
-    sampler = Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
-                      timing["min_time_s"], backend.TIMER_RESOLUTION_S / launches)
+    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches)
     while not sampler.done:
         sampler.add(backend.device_time(run, launches) / launches)
     return launches, sampler
