@@ -105,12 +105,13 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
         if not any(v.family == family for v in chosen):
             log.warning("family %r has no registered %s variant (selected by the config): nothing to run for it",
                         family, config["workload"])
-    untuned = [v.key for v in chosen if v.tuner and not tuned(config, v)]
+    untuned = [v.key for v in chosen if v.tuner and device == "cuda" and not tuned(config, v)]
     if untuned and config["variants"]:
-        raise ConfigError(f"variants: {untuned} run only as tuned on this GPU; set tune.autotuner.trials (e.g. 1024) "
-                          f"with tune.enabled: true")
+        raise ConfigError(f"variants: {untuned} run only as tuned on this GPU model, and none of its tuning is "
+                          f"committed (config/tuning/); set tune.autotuner.trials (e.g. 1024) with tune.enabled: true")
     if untuned:
-        log.warning("%s not run: they are tuned on the GPU first (tune.autotuner.trials, now 0; e.g. 1024)", untuned)
+        log.warning("%s not run: no tuning committed for this GPU model; they are tuned on it first "
+                    "(tune.autotuner.trials, now 0; e.g. 1024)", untuned)
         chosen = [v for v in chosen if v.key not in untuned]
     dropped = sorted({v.family for v in chosen if v.device != "cpu"}) if device == "cpu" else []
     if dropped:
@@ -148,10 +149,18 @@ def gpu_slug(config: dict) -> str:
         return "unknown-gpu"
 
 
-def tuned(config: dict, variant: registry.Variant) -> bool:
-    """Whether the tune stage chooses this variant's parameters (explicit params in the config win)."""
-    searched = variant.space or (variant.tuner and config["tune"]["autotuner"]["trials"] > 0)
-    return bool(config["tune"]["enabled"] and searched and variant.key not in config["params"])
+def tuned(config: dict, variant: registry.Variant, gpu: str | None = None) -> bool:
+    """Whether the tune stage chooses this variant's parameters (explicit params in the config win). A variant with
+    a search of its own is tuned with a trial budget (tune.autotuner.trials) or, without one, where a result
+    committed for this GPU model (`gpu`; default GPU 0's) stands for its current sources."""
+    if not config["tune"]["enabled"] or variant.key in config["params"]:
+        return False
+    if variant.space or (variant.tuner and config["tune"]["autotuner"]["trials"] > 0):
+        return True
+    from gemmbench import tune
+
+    return bool(variant.tuner) and any(tune.committed(config["tune"], variant, mode, gpu or gpu_slug(config))[1]
+                                       for mode in modes(config, variant))
 
 
 def params(config: dict, variant: registry.Variant) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -79,12 +80,11 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
         write_json(out, {**record, "reused_from": reused_from})
         return record
     if variant.tuner:
-        record = _autotune(variant, mode, gpu, settings, expected, committed, out)
+        record = _autotune(config, variant, mode, gpu, settings, expected, committed, out)
         write_json(out, record)
         return record
     candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
-    points = [Point({"m": n, "n": n, "k": n}, backends.seed_for(config["seed"], n, n, n), params, n)
-              for n in settings["sizes"] for params in candidates]
+    points = [_trial(config, variant, size, params) for size in settings["sizes"] for params in candidates]
     log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials)", key, mode, len(candidates),
              settings["sizes"], gpu, len(points))
 
@@ -92,8 +92,7 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
         changed = {k: v for k, v in points[i].params.items() if v != candidates[0].get(k)}
         return f"tune {key} n={points[i].size_class} {changed or 'defaults'}"
 
-    task = _task("tune", config, variant, mode, points)
-    rows, _ = run_task(task, config["timing"]["point_timeout_s"], describe)
+    rows = _measure_trials(config, variant, mode, points, describe)
     trials = [{"size": p.size_class, "params": p.params, **{k: r.get(k) for k in (
         "status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")}}
               for p, r in zip(points, rows)]
@@ -107,27 +106,74 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     return record
 
 
-def _autotune(variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path, out) -> dict:
+def _trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
+    """A tune trial: `params` timed at the square shape of class `size`."""
+    sizes = dict.fromkeys(workloads.get(variant.workload).axes, size)
+    return Point(sizes, backends.seed_for(config["seed"], *sizes.values()), params, size)
+
+
+COMPILE_WORKERS = 8  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core
+
+
+def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
+    """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
+    nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
+    they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
+    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points)) if variant.device == "cuda" else 1
+    if workers > 1:  # a compile that fails is seen again, and reported, by the timing worker
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, chunk),
+                                                 config["timing"]["point_timeout_s"], log_rows=False),
+                          [points[i::workers] for i in range(workers)]))
+    task = _task("tune", config, variant, mode, points)
+    return run_task(task, task.timing["point_timeout_s"], describe)[0]
+
+
+def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path,
+              out) -> dict:
     """A variant's own search per size class, each with its database under <out without .json>/<size>/, which a
-    rerun resumes; an earlier committed result (other settings) seeds an empty database."""
+    rerun resumes; an earlier committed result (other settings) seeds an empty database. The search proposes
+    candidates; they are compiled, validated and timed here, as the generic search's are (`measure`). Each class
+    keeps its trials and the tuning seconds of every sitting."""
     previous = read_json(committed)["classes"] if committed.exists() else {}
     classes = {}
     with gpus.pinned(variant.device) as env, mock.patch.dict(os.environ, env):  # the search's workers inherit it
         for size in settings["sizes"]:
-            start = time.perf_counter()
+            work_dir = Path(out).with_suffix("") / str(size)
+            rounds = []
+
+            def measure(param_sets: list[dict]) -> list[dict]:
+                rounds.append(len(param_sets))
+                points = [_trial(config, variant, size, params) for params in param_sets]
+                return _measure_trials(config, variant, mode, points,
+                                       lambda i: f"tune {variant.key} n={size} round {len(rounds)} candidate {i}")
+
+            start, shape = time.perf_counter(), (size,) * len(workloads.get(variant.workload).axes)
             try:
-                found = variant.tuner(mode, (size, size, size), settings["trials"],
-                                      Path(out).with_suffix("") / str(size),
-                                      previous.get(str(size)), settings["seed"], log)
+                found = variant.tuner(mode, shape, settings["trials"], work_dir, previous.get(str(size)),
+                                      settings["seed"], log, measure)
             except Exception as exc:  # the class keeps no result; the others still tune
                 log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
                             type(exc).__name__, exc)
                 continue
-            classes[str(size)] = {**found, "tune_s": round(time.perf_counter() - start, 1)}
-            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s) after %.0f s this sitting",
-                     variant.key, mode,
-                     size, found["trials"], found["median_s"] * 1e3, found["tflops"], classes[str(size)]["tune_s"])
+            sittings = _sittings(work_dir, previous.get(str(size)), found["trials"], time.perf_counter() - start)
+            classes[str(size)] = {**found, "tune_s": round(sum(s["seconds"] for s in sittings), 1),
+                                  "sittings": sittings}
+            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s); %.0f s of tuning in %d sittings",
+                     variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
+                     classes[str(size)]["tune_s"], len(sittings))
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings, "classes": classes}
+
+
+def _sittings(work_dir: Path, committed: dict | None, trials: int, seconds: float) -> list[dict]:
+    """Every sitting of a class's search (trials it stood for after it, seconds it took), kept in its work_dir and
+    carried over from the committed result that seeded it."""
+    path = work_dir / "sittings.json"
+    sittings = read_json(path) if path.exists() else list((committed or {}).get("sittings", []))
+    if not sittings or sittings[-1]["trials"] != trials:
+        sittings.append({"trials": trials, "seconds": round(seconds, 1)})
+    write_json(path, sittings)
+    return sittings
 
 
 def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:

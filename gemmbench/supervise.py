@@ -19,6 +19,8 @@ from gemmbench.task import Task
 
 log = logging.getLogger("gemmbench")
 
+LAUNCH_FREE = ("build", "compile")  # task kinds that compile and load kernels but launch none
+
 
 def artifact_caches(cache_dir: str) -> dict:
     """Where the libraries that compile kernels keep what they compiled, so that every job and process of a run
@@ -62,15 +64,17 @@ def _stderr_tail(path: Path, limit: int = 1500) -> str:
 
 
 def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
-             on_row=lambda i, row, device: None) -> tuple[list[dict], dict | None]:
+             on_row=lambda i, row, device: None, log_rows: bool = True) -> tuple[list[dict], dict | None]:
     """One row per point of `task`, in order, and the facts of the device the worker ran on (validate and bench
     tasks; None if no worker got that far). Each point (and the build) gets `timeout_s` before it is killed.
-    `on_row(i, row, device)` is called as each row arrives, so a caller can keep it before the next one runs."""
+    `on_row(i, row, device)` is called as each row arrives, so a caller can keep it before the next one runs;
+    `log_rows=False` logs only the rows that are not ok."""
     count = len(task.points)
     rows: dict[int, dict] = {}
     device = None
-    # A build launches nothing, so it shares the GPU with the job that is measuring (see workflow/rules/build.smk).
-    with gpus.pinned(task.device, exclusive=task.kind != "build") as pin, \
+    # A build (or a compile ahead of tuning) launches nothing, so it shares the GPU with the job that is measuring
+    # (see workflow/rules/build.smk).
+    with gpus.pinned(task.device, exclusive=task.kind not in LAUNCH_FREE) as pin, \
             tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
         env = {**os.environ, **pin, **artifact_caches(task.cache_dir), "PYTHONPATH": path_with(ROOT)}
         task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
@@ -107,8 +111,9 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
                 elif event["event"] == "row":
                     rows[event["index"]] = event["row"]
                     on_row(event["index"], event["row"], device)
-                    log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
-                             event["row"]["status"], event["row"]["message"][:200])
+                    if log_rows or event["row"]["status"] != "ok":
+                        log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
+                                 event["row"]["status"], event["row"]["message"][:200])
             # A failure before any point started (build, import) hits every remaining point, one during a point
             # hits that point; a worker that reported its own failure and exited is simply restarted after it.
             lost = [i for i in range(start, count) if i not in rows]

@@ -22,7 +22,7 @@ class Task:
     """A worker's job: build one variant in one mode, then run `points` (validate, bench or tune) in order.
     `classes` holds the tuned parameters per size class ("1024": {...}); None runs `params` at every size."""
 
-    kind: str  # build | validate | bench | tune
+    kind: str  # build | validate | bench | tune | compile (tune candidates, ahead of timing them)
     variant: str
     variant_modules: list[str]
     device: str

@@ -70,9 +70,14 @@ def reusable(path: Path, expected_key: str) -> dict | None:
 
 def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> tuple[Path, dict | None]:
     """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
-    the current sources, search space and tune settings (`tune`: the config's tune section)."""
+    the current sources, search space and tune settings (`tune`: the config's tune section). A variant with a
+    search of its own and no trial budget in `tune` takes the committed search with the settings it ran with."""
     path = committed_path(gpu, variant, mode)
-    return path, reusable(path, key(variant, mode, settings(tune, variant)))
+    record = reusable(path, key(variant, mode, settings(tune, variant)))
+    if record is None and variant.tuner and not tune["autotuner"]["trials"] and path.exists():
+        # No budget to search here: a committed search stands as it was run, if it was run on the current sources.
+        record = reusable(path, key(variant, mode, json.loads(path.read_text())["settings"]))
+    return path, record
 
 
 def best_per_class(rows: list[dict], sizes: list[int]) -> dict:

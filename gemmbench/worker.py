@@ -243,6 +243,21 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 
 
+def compile_row(variant, task: Task, point: Point) -> dict:
+    """A tune candidate compiled (and, for a variant specialised per shape, its kernel for the trial's shape) into
+    the caches shared by every process, so that the worker that times it only loads it."""
+    start = time.perf_counter()
+    try:  # nothing ran on the device, so a failure here leaves the worker usable for the next candidate
+        built, _ = build_once(variant, task.mode, {**task.params, **point.params}, task.cache_dir)
+        if isinstance(built, ValueError):
+            return {"status": "rejected", "message": str(built)}
+        if variant.prepare:
+            variant.prepare(built.artifact, *point.sizes.values())
+    except Exception as exc:
+        return failure_row(exc)
+    return {"status": "ok", "message": "compiled", "compile_s": time.perf_counter() - start}
+
+
 POINT_KINDS = ("validate", "bench")  # these run on the task's build and name the device; "tune" builds per point
 
 
@@ -258,10 +273,10 @@ def main(task_path: str, start: int) -> int:
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
-        builds = None if task.kind == "tune" else Builds(variant, task)
+        builds = Builds(variant, task) if task.kind in POINT_KINDS else None
         # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here. Timings are
         # checked against these facts (peak, bandwidth).
-        facts = backend.facts(task.cache_dir)
+        facts = None if task.kind == "compile" else backend.facts(task.cache_dir)
     except Exception as exc:  # nothing can run: every remaining point carries the reason
         traceback.print_exc()
         row = failure_row(exc)
@@ -274,7 +289,9 @@ def main(task_path: str, start: int) -> int:
         send(event="start", index=i)
         try:
             point = task.points[i]
-            if task.kind == "tune":
+            if task.kind == "compile":
+                row = compile_row(variant, task, point)
+            elif task.kind == "tune":
                 row = tune_row(variant, backend, task, point, facts)
             elif task.kind == "bench":
                 row = bench_row(variant, builds.for_point(point), backend, task, point, facts)

@@ -34,11 +34,13 @@ class Variant:
     unsupported(*sizes, params) -> str | None   why a shape (its workload's axes in order) cannot run, or None
     space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)
     check_params(params) -> str | None          why a parameter set cannot compile or run (the tuner skips it)
-    tuner(mode, shape, trials, work_dir, committed, seed, log) -> dict
+    tuner(mode, shape, trials, work_dir, committed, seed, log, measure) -> dict
                                                 a variant's own search (instead of `space`), run by the tune stage per
                                                 size class until work_dir's records stand for `trials`; returns
                                                 {params, median_s, tflops, trials, records}; `committed` (such a
-                                                result) seeds an empty work_dir
+                                                result) seeds an empty work_dir; measure(param_sets) -> rows: the
+                                                harness builds, validates and times candidates ({status, median_s,
+                                                message} each), so a search proposes and never times
     source_files                                files whose edits must rebuild the variant (default: build's module)
     prepare(artifact, *sizes) -> None           for variants whose kernels are specialised per shape: compile (not
                                                 run) the one for this shape now, so that the build stage does it

@@ -117,14 +117,16 @@ def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
 
 
 def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(tmp_path):
-    """A short MetaSchedule tuning through the tune stage (TVM's own builder and runner on this GPU), then the
-    build with its record, validated at shapes it was not tuned for."""
-    key = "tvm/03_metaschedule"
+    """A short MetaSchedule tuning through the tune stage (its candidates compiled ahead in parallel, then
+    validated and timed by the harness's supervised worker), then the build with its record, validated at shapes
+    it was not tuned for."""
+    key = "tvm/04_metaschedule"
     cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"], "sizes": [512],
                            "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
                            "tune": {"autotuner": {"trials": 16, "sizes": [256]}}})
     record = stages.tune(cfg, key, "fp32", "test-gpu", tmp_path / "tune.json")
     assert record["classes"]["256"]["trials"] == 16 and record["classes"]["256"]["median_s"] > 0
+    assert record["classes"]["256"]["sittings"][-1]["trials"] == 16 and record["classes"]["256"]["tune_s"] > 0
     assert (tmp_path / "tune" / "256" / "database_tuning_record.json").exists()
     build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tune.json")
     assert build["status"] == "ok", build["message"]

@@ -107,19 +107,20 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
     assert {job["gpu"] for job in jobs if job["rule"] != "build" and "family=cpu" not in job["wildcards"]} == {"1"}
 
 
-def test_the_metaschedule_variant_runs_only_with_a_tuning_budget(tmp_path):
-    """Its parameters come from tuning on the GPU: without a trial budget it is left out, and says how to add it;
-    with one, its tune job (per GPU) comes before its build."""
-    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100}")
+def test_the_metaschedule_variant_runs_only_with_a_tuning_budget_or_a_committed_tuning(tmp_path):
+    """Its parameters come from tuning on the GPU: on a GPU model with no committed tuning and no trial budget it
+    is left out, and says how to add it; with a budget, its tune job (per GPU) comes before its build."""
+    gpu = "A GPU nobody tuned for"
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", f"tune={{gpu: {gpu}}}")
     out = result.stdout + result.stderr
-    assert result.returncode == 0 and "tvm/03_metaschedule" in out and "tune.autotuner.trials" in out
-    assert "results/bench/tvm/01_d2l/fp32.json" in out and "results/build/tvm/03" not in out
-    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100, autotuner: {trials: 64}}")
+    assert result.returncode == 0 and "tvm/04_metaschedule" in out and "tune.autotuner.trials" in out
+    assert "results/bench/tvm/01_d2l/fp32.json" in out and "results/build/tvm/04" not in out
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", f"tune={{gpu: {gpu}, autotuner: {{trials: 64}}}}")
     out = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "results/tune/nvidia-h100/tvm/03_metaschedule/fp32.json" in out
-    assert "results/bench/tvm/03_metaschedule/fp32.json" in out
-    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "variants=[tvm/03_metaschedule]")
+    assert "results/tune/a-gpu-nobody-tuned-for/tvm/04_metaschedule/fp32.json" in out
+    assert "results/bench/tvm/04_metaschedule/fp32.json" in out
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "variants=[tvm/04_metaschedule]")
     assert result.returncode != 0 and "tune.autotuner.trials" in result.stdout + result.stderr
 
 

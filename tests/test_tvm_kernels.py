@@ -74,37 +74,52 @@ def test_nvrtc_finds_the_headers_the_launch_needs(file):
     assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")[-3000:]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_the_d2l_tiling_is_correct_on_the_cpu(shape):
-    """The d2l schedule with its thread bindings left out (bind=False), built for llvm: the same padding,
-    tiling, loop order, shared and local caches and write-back as on the GPU, with the block and thread loops
-    run serially. What it cannot check is what needs real threads: barriers and the cooperative fetch's
-    division of work between threads (their loop extents are checked by the launch test below)."""
-    module = family.schedule_module("01_d2l.py")
+D2L = ["01_d2l.py", "02_d2l_vectorized.py"]
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, (256, 128, 64)], ids=str)  # the last is whole tiles: float4 fetches
+@pytest.mark.parametrize("file", D2L)
+def test_the_d2l_tiling_is_correct_on_the_cpu(file, shape):
+    """The d2l schedules with their thread bindings left out (bind=False), built for llvm: the same padding,
+    tiling, loop order, shared and local caches, vectorised loads and write-back as on the GPU, with the block and
+    thread loops run serially. What it cannot check is what needs real threads: barriers and the cooperative
+    fetch's division of work between threads (their loop extents are checked by the launch test below)."""
+    module = family.schedule_module(file)
     for params in (module.DEFAULTS, {"block_size": 8, "tx": 4, "ty": 8, "tk": 8}):
-        run_on_cpu(family.scheduled("01_d2l.py", params, shape, "llvm", bind=False), shape, "llvm")
+        run_on_cpu(family.scheduled(file, params, shape, "llvm", bind=False), shape, "llvm")
+
+
+def test_the_vectorised_d2l_reads_shared_memory_as_float4_in_its_source():
+    """What 02 adds to 01, in TVM's generated CUDA: float4 shared arrays, register caches filled by float4 loads,
+    and (whole tiles) float4 global loads; the book's schedule has none."""
+    vectorised, _ = source_for("02_d2l_vectorized.py", (4096, 4096, 4096))
+    book, _ = source_for("01_d2l.py", (4096, 4096, 4096))
+    assert "*(float4*)(A_ptr" in vectorised and "*(float4*)(B_ptr" in vectorised
+    assert re.search(r"\*\(float4\*\)\(A_shared_local_ptr", vectorised)
+    assert "float4" not in book
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)], ids=str)
-def test_the_d2l_launch_covers_every_output(shape):
+@pytest.mark.parametrize("file", D2L)
+def test_the_d2l_launch_covers_every_output(file, shape):
     """Grid and block as read off the schedule: BLOCK×BLOCK threads, one block per (BLOCK·TX)×(BLOCK·TY) tile,
     blockIdx.x over columns as in d2l."""
     m, n, _ = shape
-    p = family.schedule_module("01_d2l.py").DEFAULTS
-    grid, block = family.launch_dims(family.scheduled("01_d2l.py", p, shape, SM90))
+    p = family.schedule_module(file).DEFAULTS
+    grid, block = family.launch_dims(family.scheduled(file, p, shape, SM90))
     assert block == (p["block_size"], p["block_size"], 1)
     assert grid == (cdiv(n, p["block_size"] * p["ty"]), cdiv(m, p["block_size"] * p["tx"]), 1)
 
 
 def test_dlight_launch_matches_its_source():
     """dlight chooses its own tiling: its block's thread count is the kernel's __launch_bounds__."""
-    source, sch = source_for("02_dlight.py", (1000, 999, 1001))
+    source, sch = source_for("03_dlight.py", (1000, 999, 1001))
     grid, block = family.launch_dims(sch)
     assert int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1)) == block[0] * block[1] * block[2]
     assert all(g >= 1 for g in grid) and grid[2] == 1
 
 
-@pytest.mark.parametrize("file", family.SCHEDULES[:2])  # 03's parameters come from tuning (tested below)
+@pytest.mark.parametrize("file", family.SCHEDULES[:3])  # 04's parameters come from tuning (tested below)
 def test_defaults_and_space_are_valid(file):
     module = family.schedule_module(file)
     assert module.check(module.DEFAULTS) is None
@@ -118,35 +133,92 @@ def test_the_kernel_takes_only_the_three_pointers():
     assert [p.split()[-1] for p in signature.split(",")] == ["A_ptr", "B_ptr", "C_ptr"]
 
 
-# --- 03: MetaSchedule -------------------------------------------------------------------------------------------
+# --- 04: MetaSchedule -------------------------------------------------------------------------------------------
 
-METASCHEDULE = family.schedule_module("03_metaschedule.py")
+METASCHEDULE = family.schedule_module("04_metaschedule.py")
 AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
 
 
-@pytest.mark.slow  # minutes: MetaSchedule's builder workers each import TVM's tensor intrinsics
+def measure_on_cpu(shape, target):
+    """The tune stage's part for a CPU: each candidate (a parameter set of the variant) scheduled, built for llvm
+    and timed in this process; the harness does the same on a GPU in its worker."""
+    import time
+
+    import tvm
+
+    m, n, k = shape
+    rng = np.random.default_rng(0)
+    a, b = (tvm.runtime.tensor(rng.standard_normal(s, np.float32)) for s in ((m, k), (k, n)))
+    c = tvm.runtime.tensor(np.zeros((m, n), np.float32))
+
+    def measure(param_sets):
+        rows = []
+        for params in param_sets:
+            try:
+                lib = tvm.compile(METASCHEDULE.schedule(family.matmul(*shape), params, target).mod, target=target)
+            except Exception as exc:
+                rows.append({"status": "error", "message": str(exc), "median_s": None})
+                continue
+            times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                lib(a, b, c)
+                times.append(time.perf_counter() - start)
+            rows.append({"status": "ok", "message": "", "median_s": sorted(times)[1]})
+        return rows
+    return measure
+
+
 def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shapes_on_the_cpu(tmp_path):
-    """The tuner on the llvm target (MetaSchedule's CPU space; the same tune_tir, database and trace transfer as
-    on a GPU): a rerun tops the database up instead of starting again, a committed result seeds an empty database
-    without re-measuring, and the best trace computes the right product at shapes that are not whole tiles."""
+    """The search on the llvm target (MetaSchedule's CPU space; the same search loop, database and trace transfer
+    as on a GPU): every candidate is measured by the caller's `measure`, a rerun tops the database up instead of
+    starting again, a committed result seeds an empty database without re-measuring, and the best trace computes
+    the right product at shapes that are not whole tiles."""
     import logging
 
     import tvm
 
     cpu = tvm.target.Target({"kind": "llvm", "num-cores": 2})
     log = logging.getLogger("test")
-    work = tmp_path / "64"
-    first = METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)
-    assert first["trials"] == 4 and first["median_s"] > 0 and first["records"]
-    assert METASCHEDULE.search((64, 64, 64), cpu, 4, work, None, 0, log)["trials"] == 4  # nothing left to run
-    topped_up = METASCHEDULE.search((64, 64, 64), cpu, 6, work, None, 0, log)
-    assert topped_up["trials"] == 6 and topped_up["median_s"] <= first["median_s"]
-    seeded = METASCHEDULE.search((64, 64, 64), cpu, 6, tmp_path / "elsewhere", topped_up, 0, log)
-    assert seeded["trials"] == 6 and seeded["params"] == topped_up["params"]
+    work, shape = tmp_path / "64", (64, 64, 64)
+    asked = []
+
+    def measure(param_sets):
+        asked.extend(param_sets)
+        return measure_on_cpu(shape, cpu)(param_sets)
+
+    first = METASCHEDULE.search(shape, cpu, 4, work, None, 0, log, measure)
+    assert first["trials"] == 4 and first["median_s"] > 0 and first["records"] and len(asked) == 4
+    assert all(set(p) == {"trace", "tuned_shape"} for p in asked)
+    assert METASCHEDULE.search(shape, cpu, 4, work, None, 0, log, measure)["trials"] == 4  # nothing left to run
+    assert len(asked) == 4
+    topped_up = METASCHEDULE.search(shape, cpu, 6, work, None, 0, log, measure)
+    assert topped_up["trials"] == 6 and topped_up["median_s"] <= first["median_s"] and len(asked) == 6
+    seeded = METASCHEDULE.search(shape, cpu, 6, tmp_path / "elsewhere", topped_up, 0, log, measure)
+    assert seeded["trials"] == 6 and seeded["params"] == topped_up["params"] and len(asked) == 6
     json.dumps(topped_up)  # a tune result is plain JSON
 
-    for shape in [(64, 64, 64), *AWKWARD]:
-        run_on_cpu(METASCHEDULE.schedule(family.matmul(*shape), topped_up["params"], cpu), shape, cpu)
+    for other in [shape, *AWKWARD]:
+        run_on_cpu(METASCHEDULE.schedule(family.matmul(*other), topped_up["params"], cpu), other, cpu)
+
+
+def test_a_candidate_that_fails_to_measure_counts_as_a_trial_and_is_never_the_best(tmp_path):
+    import logging
+
+    import tvm
+
+    cpu = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    shape, calls = (64, 64, 64), []
+
+    def measure(param_sets):  # the first candidate of every round hangs (the watchdog's row)
+        rows = measure_on_cpu(shape, cpu)(param_sets)
+        calls.append(len(rows))
+        rows[0] = {"status": "timeout", "message": "still running after 120 s: killed", "median_s": None}
+        return rows
+
+    found = METASCHEDULE.search(shape, cpu, 3, tmp_path, None, 0, logging.getLogger("test"), measure)
+    assert found["trials"] == 3 and sum(calls) == 3
+    assert len(found["records"]) == 2 and found["median_s"] < METASCHEDULE.FAILED_S
 
 
 def sampled_cuda_record(seed: int) -> dict:

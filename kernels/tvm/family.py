@@ -1,4 +1,5 @@
-"""The TVM family: one schedule per file (01_d2l.py, 02_dlight.py, 03_metaschedule.py), each a variant.
+"""The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
+shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from kernels import sass
 from kernels.registry import Built, Variant, register
 
 HERE = Path(__file__).parent
-SCHEDULES = ("01_d2l.py", "02_dlight.py", "03_metaschedule.py")
+SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py")
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -103,6 +105,7 @@ class Kernel:
     function: object  # cupy.RawKernel
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
+    shape: tuple[int, int, int]  # (m, n, k)
 
 
 @dataclass
@@ -112,7 +115,7 @@ class Compiled:
     file: str
     params: dict
     arch: str
-    cache_dir: str | None = None  # TVM's generated source per shape, kept across processes (see _generated)
+    cache_dir: str | None = None  # TVM's generated source per shape, kept across processes (see generated)
     kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel
 
     def kernel(self, m: int, n: int, k: int) -> Kernel:
@@ -123,29 +126,43 @@ class Compiled:
     def _compile(self, shape) -> Kernel:
         import cupy
 
-        generated = self._generated(shape)
+        generated = self.generated(shape)
         module = cupy.RawModule(code=generated["source"], options=nvrtc_options())  # CuPy caches the cubin
         return Kernel(module.get_function(kernel_name(generated["source"])), tuple(generated["grid"]),
-                      tuple(generated["block"]))
+                      tuple(generated["block"]), tuple(shape))
 
-    def _generated(self, shape) -> dict:
+    def generated(self, shape) -> dict:
         """TVM's CUDA source and launch extents for `shape`. They are kept in cache_dir/tvm under a key of all that
         determines them (this family's and the schedule's source, the parameters, the shape, the architecture and
         TVM's version), so another process neither imports TVM nor schedules again."""
-        from importlib import metadata
-
-        path = None
-        if self.cache_dir:
-            digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
-            digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm")],
-                                     sort_keys=True).encode())
-            path = Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}.json"
-            if path.exists():
-                return json.loads(path.read_text())
+        path = self._cached(shape)
+        if path and path.exists():
+            return json.loads(path.read_text())
         target = cuda_target(self.arch)
         sch = scheduled(self.file, self.params, shape, target)
         grid, block = launch_dims(sch)
-        generated = {"source": cuda_source(sch, target), "grid": grid, "block": block}
+        return self._keep(path, {"source": cuda_source(sch, target), "grid": grid, "block": block})
+
+    def sass_facts(self, shape) -> dict:
+        """The SASS facts (sass_facts) of the kernel for `shape`, kept with its generated source."""
+        generated = self.generated(shape)
+        if "sass" not in generated:
+            generated["sass"] = sass_facts(generated["source"], self.arch)
+            self._keep(self._cached(shape), generated)
+        return generated["sass"]
+
+    def _cached(self, shape) -> Path | None:
+        from importlib import metadata
+
+        if not self.cache_dir:
+            return None
+        digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
+        digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm")],
+                                 sort_keys=True).encode())
+        return Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}.json"
+
+    @staticmethod
+    def _keep(path: Path | None, generated: dict) -> dict:
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -169,8 +186,17 @@ def _build(file: str, params: Mapping, cache_dir) -> Built:
     function = kernel.function
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
              "shared_bytes": function.shared_size_bytes, "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
-             "arch": compiled.arch}
+             "arch": compiled.arch, **compiled.sass_facts(kernel.shape)}
     return Built(compiled, facts)
+
+
+def sass_facts(source: str, arch: str) -> dict:
+    """Shared and global load widths of the kernel, from the SASS of the cubin NVRTC makes of this source with the
+    launch's options (the same compiler and options as the loaded kernel, compiled once more to read it)."""
+    from cupy.cuda import compiler
+
+    cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=arch.removeprefix("sm_"))
+    return sass.memory_instructions(sass.sass_of(cubin))
 
 
 def _run(compiled: Compiled, a, b, c) -> None:
@@ -184,8 +210,8 @@ def _tuner(module):
     if not hasattr(module, "search"):
         return None
 
-    def tune(mode, shape, trials, work_dir, committed, seed, log):
-        return module.search(shape, cuda_target(current_arch()), trials, work_dir, committed, seed, log)
+    def tune(mode, shape, trials, work_dir, committed, seed, log, measure):
+        return module.search(shape, cuda_target(current_arch()), trials, work_dir, committed, seed, log, measure)
     return tune
 
 

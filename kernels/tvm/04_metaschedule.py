@@ -3,13 +3,14 @@
 The space is MetaSchedule's CUDA default for a matmul: multi-level tiling (i and j split into block, virtual
 thread, thread and two register levels; k into three), shared-memory caches of A and B filled by cooperative,
 optionally vectorised fetches and software-pipelined with cp.async, a local accumulator and an unroll depth.
-An XGBoost cost model picks which candidates to measure; each is compiled and timed as the family runs it
-(measure.py).
+An XGBoost cost model picks which candidates to measure; each round is handed to the caller's `measure` as
+parameter sets of this variant, so the tune stage builds, validates and times every candidate in its supervised
+worker (the harness's timing; a watchdog per candidate, so one that hangs or crashes costs one trial).
 
-Tuning (`search`, called by the tune stage) runs `tune_tir` for one square size class with a JSON database of its
-own. Rerunning counts the trials the database holds and runs only the rest, so a long tuning can be spread over
-several sittings; an empty database is seeded with a committed result's best records. The best record's trace is
-the variant's parameter set.
+Tuning (`search`, called by the tune stage) runs MetaSchedule's evolutionary search for one square size class
+with a JSON database of its own. Rerunning counts the trials the database holds and runs only the rest, so a long
+tuning can be spread over several sittings; an empty database is seeded with a committed result's best records.
+The best record's trace is the variant's parameter set.
 
 `schedule` applies that trace to any shape: the iteration space is padded to whole tiles of the tuned block
 (pad_einsum), the trace is replayed with each axis's outermost tile factor recomputed for the padded extent (the
@@ -18,7 +19,6 @@ thread and register tiles stay as tuned), the padding is inlined into the shared
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -27,10 +27,9 @@ from typing import Mapping
 
 DEFAULTS = {"trace": None, "tuned_shape": None}  # set by the tune stage: the best record's trace and its shape
 SPACE: dict = {}  # not the generic tuner's: MetaSchedule searches its own space (`search`)
-DESCRIPTION = "MetaSchedule-tuned (tune_tir with its CUDA space and XGBoost cost model), trace moved to each shape"
+DESCRIPTION = "MetaSchedule-tuned (its CUDA space, evolutionary search, XGBoost cost model), trace moved to each shape"
 SEED_RECORDS = 32  # the best records a result keeps, to seed an empty database on another machine
 TRIALS_PER_ROUND = 64
-LLVM_TIMEOUT_S = 3600  # TVM's builder and runner on the llvm target (the CPU tests): long enough for any machine
 # The limits MetaSchedule's GPU rules check; TVM's kernels use static shared memory, so 48 KiB.
 CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block": 1024, "thread_warp_size": 32,
                "registers_per_block": 65536}
@@ -129,10 +128,11 @@ def _has_block(sch, name: str) -> bool:
 
 
 def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, committed: dict | None,
-           seed: int, log: logging.Logger) -> dict:
+           seed: int, log: logging.Logger, measure) -> dict:
     """Tune the matmul of `shape` until the JSON database in `work_dir` stands for `trials` trials; the best record
     as this variant's parameters, with its time. `committed` (a previous result of this function) seeds an empty
-    database; its records then count for the trials it stood for."""
+    database; its records then count for the trials it stood for. `measure(param_sets)` times candidates given as
+    this variant's parameters: one dict per candidate with "status" ("ok" or why not), "median_s" and "message"."""
     from tvm.s_tir import meta_schedule as ms
 
     from kernels.tvm.family import matmul
@@ -156,12 +156,10 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
 
     done = recorded()
     if done < trials:
-        log.info("MetaSchedule %s on %s: %d trials recorded, running %d more (progress: %s/logs)",
+        log.info("MetaSchedule %s on %s: %d trials recorded, running %d more (MetaSchedule's log: %s/logs)",
                  "x".join(map(str, shape)), target.export().get("arch", target.kind.name), done, trials - done,
                  work_dir)
-        ms.tune_tir(module, target, str(work_dir), max_trials_global=trials - done,
-                    num_trials_per_iter=min(TRIALS_PER_ROUND, trials - done), database=database, seed=seed,
-                    **_measurement(target, shape))
+        _tune(module, shape, target, work_dir, database, workload, trials - done, seed + done, measure, log)
         done = recorded()
     else:
         log.info("MetaSchedule %s: the database already stands for %d trials", "x".join(map(str, shape)), done)
@@ -174,25 +172,52 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
             "records": [plain(r.as_json()) for r in best]}
 
 
-def _measurement(target, shape) -> dict:
-    """How candidates are built and timed: on a GPU as the family runs them, in this process (measure.py says
-    why); on a CPU (the tests' llvm target) by TVM's own LocalBuilder and LocalRunner."""
-    if target.kind.name != "cuda":
-        return _local_measurement()
-    from kernels.tvm import measure
+def _search_log(work_dir: Path) -> logging.Logger:
+    """MetaSchedule's own log of a search (its rounds, the cost model's fit), in work_dir/logs/main.log."""
+    logger = logging.getLogger(f"gemmbench.metaschedule.{work_dir.resolve()}")
+    if not logger.handlers:
+        (work_dir / "logs").mkdir(exist_ok=True)
+        logger.addHandler(logging.FileHandler(work_dir / "logs" / "main.log"))
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
 
-    return {"builder": measure.SourceBuilder(), "runner": measure.CupyRunner(shape)}
+
+FAILED_S = 1e10  # a candidate that failed, as MetaSchedule's own AddToDatabase records it (never among the best)
 
 
-@functools.cache
-def _local_measurement() -> dict:
-    """TVM's LocalBuilder and LocalRunner, made once per process: their worker pools each import TVM's tensor
-    intrinsics when they start (42 s on a loaded 2-core CI box), so they are kept for every later search. TVM's
-    30 s default timeout is shorter than that start on a slow machine: here a timeout bounds a hang, not the work."""
-    from tvm.s_tir.meta_schedule import builder, runner
+def _tune(module, shape, target, work_dir: Path, database, workload, trials: int, seed: int, measure, log) -> None:
+    """MetaSchedule's evolutionary search (tune_tir's, for one task) with the measuring done by `measure`: each
+    round's candidates are handed over as parameter sets (their traces), so they are built and timed exactly as the
+    variant runs, by whoever measures. Each round is committed to the database as it comes back, so a sitting that
+    is cut short keeps its finished rounds."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    return {"builder": builder.LocalBuilder(timeout_sec=LLVM_TIMEOUT_S),
-            "runner": runner.LocalRunner(timeout_sec=LLVM_TIMEOUT_S)}
+    context = ms.TuneContext(mod=module, target=target, space_generator="post-order-apply",
+                             search_strategy="evolutionary", task_name="main", rand_state=seed,
+                             num_threads="physical", logger=_search_log(work_dir))
+    cost_model = ms.CostModel.create("xgb", num_tuning_cores=ms.utils.cpu_count(logical=False), tree_method="auto")
+    context.pre_tuning(max_trials=trials, num_trials_per_iter=min(TRIALS_PER_ROUND, trials),
+                       design_spaces=context.generate_design_space(), database=database, cost_model=cost_model)
+    measured = 0
+    while measured < trials:
+        candidates = context.generate_measure_candidates()
+        if not candidates:
+            break
+        rows = measure([{"trace": plain(c.sch.trace.as_json()), "tuned_shape": list(shape)} for c in candidates])
+        results = [RunnerResult([row["median_s"]], None) if row["status"] == "ok" else
+                   RunnerResult(None, f"{row['status']}: {row['message']}") for row in rows]
+        for candidate, result in zip(candidates, results):
+            database.commit_tuning_record(ms.database.TuningRecord(
+                candidate.sch.trace, workload, result.run_secs or [FAILED_S], target, candidate.args_info))
+        cost_model.update(context, candidates, results)
+        context.notify_runner_results(candidates, results)
+        measured += len(candidates)
+        ok = [row["median_s"] for row in rows if row["status"] == "ok"]
+        log.info("MetaSchedule round: %d candidates, %d ok, fastest %s; %d of %d trials this sitting", len(rows),
+                 len(ok), f"{min(ok) * 1e3:.3f} ms" if ok else "none", measured, trials)
+    context.post_tuning()
 
 
 def plain(obj):
