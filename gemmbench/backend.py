@@ -212,7 +212,7 @@ class CudaBackend(Backend):
         drained; a variant that waited on the device meanwhile is refused."""
         self.flags[:] = 0
         ptr = np.uint64(self._flags_mem.ptr)
-        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)))
+        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)), stream=self.stream)
         try:
             yield
         finally:
@@ -240,15 +240,26 @@ class CudaBackend(Backend):
         cupy = self.cupy
         out.fill(cupy.nan)
         self.synchronize()
-        with self._side:  # load the looking kernels now: loading one while the stream is held could wait for it
+        with self._on_side():  # load the looking kernels now: loading one while the stream is held could wait for it
             cupy.count_nonzero(~cupy.isnan(out))
             self._side.synchronize()
         with self._held():
             run()
             time.sleep(self.OUTSIDE_WAIT_S)
-            with self._side:
+            with self._on_side():
                 written = int(cupy.count_nonzero(~cupy.isnan(out)))
         return written > 0
+
+    @contextlib.contextmanager
+    def _on_side(self):
+        """CuPy's work in the block on the side stream, then the harness's stream current again. (CuPy 14's `with
+        stream:` restores the stream current before it only if that one was entered with `with` too; a stream made
+        current by `use()` was left for the null stream, and every later launch went there.)"""
+        self._side.use()
+        try:
+            yield
+        finally:
+            self.stream.use()
 
     def flush_cache(self) -> None:
         self.cupy.cuda.runtime.memsetAsync(self._scratch.data.ptr, 0, self._scratch.nbytes, self.stream.ptr)

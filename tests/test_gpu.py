@@ -178,3 +178,17 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
     elif checked["status"] == "ok":  # validation may also see it (another stream's result can arrive late)
         assert timed["status"] == "failed" and says in timed["message"], timed["message"]
+
+
+def test_the_stream_check_leaves_the_harness_stream_current_and_times_what_runs_on_it():
+    """Launches that name no stream go to the current one: after the check looks at an output from its side
+    stream, that must still be the harness's, or the timing's events would bracket nothing."""
+    import cupy
+
+    backend = backends.create("cuda")
+    a = cupy.ones((2048, 2048), dtype=cupy.float32)
+    out = cupy.empty_like(a)
+    run = lambda: cupy.matmul(a, a, out=out)  # noqa: E731
+    assert not backend.runs_outside_stream(run, out)
+    assert cupy.cuda.get_current_stream() == backend.stream
+    assert backend.device_time(run) > 2 * 2048**3 / 1e15  # not faster than a PFLOP/s: the work was timed
