@@ -112,7 +112,7 @@ def _trial(config: dict, variant: registry.Variant, size: int, params: dict) -> 
     return Point(sizes, backends.seed_for(config["seed"], *sizes.values()), params, size)
 
 
-X
+COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core
 
 
 def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
