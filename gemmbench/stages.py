@@ -134,46 +134,56 @@ def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expect
     """A variant's own search per size class, each with its database under <out without .json>/<size>/, which a
     rerun resumes; an earlier committed result (other settings) seeds an empty database. The search proposes
     candidates; they are compiled, validated and timed here, as the generic search's are (`measure`). Each class
-    keeps its trials and the tuning seconds of every sitting."""
+    keeps the candidates and seconds of every sitting, updated after each round (a sitting cut short keeps them)."""
     previous = read_json(committed)["classes"] if committed.exists() else {}
     classes = {}
     with gpus.pinned(variant.device) as env, mock.patch.dict(os.environ, env):  # the search's workers inherit it
         for size in settings["sizes"]:
-            work_dir = Path(out).with_suffix("") / str(size)
-            rounds = []
+            sittings = Sittings(Path(out).with_suffix("") / str(size), previous.get(str(size)))
 
             def measure(param_sets: list[dict]) -> list[dict]:
-                rounds.append(len(param_sets))
                 points = [_trial(config, variant, size, params) for params in param_sets]
-                return _measure_trials(config, variant, mode, points,
-                                       lambda i: f"tune {variant.key} n={size} round {len(rounds)} candidate {i}")
+                rows = _measure_trials(config, variant, mode, points, lambda i: f"tune {variant.key} n={size} "
+                                       f"round {sittings.rounds + 1} candidate {i}")
+                sittings.round(len(rows))
+                return rows
 
-            start, shape = time.perf_counter(), (size,) * len(workloads.get(variant.workload).axes)
+            shape = (size,) * len(workloads.get(variant.workload).axes)
             try:
-                found = variant.tuner(mode, shape, settings["trials"], work_dir, previous.get(str(size)),
+                found = variant.tuner(mode, shape, settings["trials"], sittings.work_dir, previous.get(str(size)),
                                       settings["seed"], log, measure)
             except Exception as exc:  # the class keeps no result; the others still tune
                 log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
                             type(exc).__name__, exc)
                 continue
-            sittings = _sittings(work_dir, previous.get(str(size)), found["trials"], time.perf_counter() - start)
-            classes[str(size)] = {**found, "tune_s": round(sum(s["seconds"] for s in sittings), 1),
-                                  "sittings": sittings}
+            classes[str(size)] = {**found, **sittings.summary()}
             log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s); %.0f s of tuning in %d sittings",
                      variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
-                     classes[str(size)]["tune_s"], len(sittings))
+                     classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings, "classes": classes}
 
 
-def _sittings(work_dir: Path, committed: dict | None, trials: int, seconds: float) -> list[dict]:
-    """Every sitting of a class's search (trials it stood for after it, seconds it took), kept in its work_dir and
-    carried over from the committed result that seeded it."""
-    path = work_dir / "sittings.json"
-    sittings = read_json(path) if path.exists() else list((committed or {}).get("sittings", []))
-    if not sittings or sittings[-1]["trials"] != trials:
-        sittings.append({"trials": trials, "seconds": round(seconds, 1)})
-    write_json(path, sittings)
-    return sittings
+class Sittings:
+    """The sittings of one class's search (candidates measured, seconds), in work_dir/sittings.json, carried over
+    from the committed result that seeded it; the current one is written after every round."""
+
+    def __init__(self, work_dir: Path, committed: dict | None):
+        self.work_dir, self.path = work_dir, work_dir / "sittings.json"
+        self.past = read_json(self.path) if self.path.exists() else list((committed or {}).get("sittings", []))
+        self.start, self.rounds, self.candidates = time.perf_counter(), 0, 0
+
+    def round(self, candidates: int) -> None:
+        self.rounds, self.candidates = self.rounds + 1, self.candidates + candidates
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.path, self.all())
+
+    def all(self) -> list[dict]:
+        now = {"candidates": self.candidates, "seconds": round(time.perf_counter() - self.start, 1)}
+        return self.past + ([now] if self.candidates else [])
+
+    def summary(self) -> dict:
+        sittings = self.all()
+        return {"tune_s": round(sum(s["seconds"] for s in sittings), 1), "sittings": sittings}
 
 
 def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:

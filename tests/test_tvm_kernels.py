@@ -111,9 +111,11 @@ def test_the_d2l_launch_covers_every_output(file, shape):
     assert grid == (cdiv(n, p["block_size"] * p["ty"]), cdiv(m, p["block_size"] * p["tx"]), 1)
 
 
-def test_dlight_launch_matches_its_source():
-    """dlight chooses its own tiling: its block's thread count is the kernel's __launch_bounds__."""
-    source, sch = source_for("03_dlight.py", (1000, 999, 1001))
+@pytest.mark.parametrize("shape", [(1000, 999, 1001), (1, 1, 1), (1, 64, 64), (64, 1, 64)], ids=str)
+def test_dlight_launch_matches_its_source(shape):
+    """dlight chooses its own tiling (for vector products, another of its rules): its block's thread count is the
+    kernel's __launch_bounds__."""
+    source, sch = source_for("03_dlight.py", shape)
     grid, block = family.launch_dims(sch)
     assert int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1)) == block[0] * block[1] * block[2]
     assert all(g >= 1 for g in grid) and grid[2] == 1
@@ -254,3 +256,18 @@ def test_without_a_record_the_tuned_variant_says_what_is_missing():
     assert "tune stage" in METASCHEDULE.check(METASCHEDULE.DEFAULTS)
     with pytest.raises(ValueError, match="tune stage"):
         METASCHEDULE.schedule(family.matmul(64, 64, 64), METASCHEDULE.DEFAULTS, SM90)
+
+
+def test_shared_load_widths_are_counted_from_sass():
+    from kernels import sass
+
+    listing = """
+        /*0100*/                   LDS.128 R8, [R2+0x10] ;          /* 0x000010000208b984 */
+        /*0110*/                   LDS R12, [R3] ;                  /* 0x000000000303c984 */
+        /*0120*/               @P0 LDG.E.128.CONSTANT R16, desc[UR4][R4.64] ;
+        /*0130*/                   FFMA R20, R8, R12, R20 ;
+        /*0140*/                   FFMA R21, R9, R12, R21 ;
+"""
+    assert sass.memory_instructions(listing) == {"sass_ffma": 2, "sass_lds32": 1, "sass_lds64": 0, "sass_lds128": 1,
+                                                 "sass_ldg128": 1}
+    assert sass.memory_instructions("") == {} and sass.sass_of(b"// PTX, not a cubin") == ""
