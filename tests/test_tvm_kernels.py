@@ -271,3 +271,24 @@ def test_shared_load_widths_are_counted_from_sass():
     assert sass.memory_instructions(listing) == {"sass_ffma": 2, "sass_lds32": 1, "sass_lds64": 0, "sass_lds128": 1,
                                                  "sass_ldg128": 1}
     assert sass.memory_instructions("") == {} and sass.sass_of(b"// PTX, not a cubin") == ""
+
+
+def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_stands(tmp_path, monkeypatch):
+    """Enabled by default once tuned: with tune.autotuner.trials 0, a result committed for the GPU model runs as it
+    was searched (its own settings) while it stands for the current sources; without one, or a stale one, the
+    variant is left out."""
+    from gemmbench import config, plan, tune
+    from kernels import registry
+
+    monkeypatch.setattr(tune, "COMMITTED", tmp_path)
+    cfg = config.validate({"device": "cuda", "tune": {"gpu": "Test GPU"}})
+    variant = registry.load()["tvm/04_metaschedule"]
+    assert not plan.tuned(cfg, variant)
+    settings = {"trials": 7, "seed": 0, "sizes": [4096]}
+    path = tune.committed_path("test-gpu", variant, "fp32")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings), "settings": settings, "classes": {}}))
+    assert plan.tuned(cfg, variant) and tune.committed(cfg["tune"], variant, "fp32", "test-gpu")[1]
+    assert variant.key in {v.key for v in plan.variants(cfg, "cuda")}
+    path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "classes": {}}))
+    assert not plan.tuned(cfg, variant)
