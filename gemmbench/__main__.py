@@ -41,19 +41,11 @@ def cmd_run(args) -> int:
             shape = plan.Shape.parse(args.shape, workload)
         except ValueError as exc:
             raise ConfigError(f"--shape: {exc}") from None
-    elif workload == "gemm":
-        shape = plan.Shape.of("gemm", (args.size,) * 3)
-    else:
-        raise ConfigError(f"{args.variant} computes {workload}: give its shape with --shape (m x k0 x n0 x n1)")
+    else:  # every axis --size
+        shape = plan.Shape.of(workload, (args.size,) * len(workloads.get(workload).axes))
     sizes = shape.sizes
     overrides = {"workload": workload, "families": [args.variant.split("/")[0]], "variants": [args.variant],
-                 "modes": [args.mode], "max_size": {}, "cache": args.cache}
-    if workload == "b2b":  # the sweep is the one shape
-        overrides["b2b"] = {**{axis: [size] for axis, size in sizes.items()}, "validation_shapes": []}
-    else:
-        square = len(set(sizes.values())) == 1
-        overrides.update(sizes=[sizes["m"]] if square else [1],  # a non-square shape is validated as awkward
-                         validation_shapes=[] if square else [list(sizes.values())])
+                 "modes": [args.mode], "max_size": {}, "cache": args.cache, **workloads.get(workload).just(sizes)}
     cfg = gemmbench_config.validate({**cfg, **overrides})
     device, reason = plan.resolve_device(cfg["device"])
     variants = {v.key: v for v in plan.variants(cfg, device)}
@@ -175,8 +167,8 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="build, validate and time one variant at one size")
     run.add_argument("variant", help="family/name, e.g. cublas/gemm (see `list`)")
     run.add_argument("--mode", default="fp32", choices=["fp32", "tf32"])
-    run.add_argument("--size", type=positive_int, default=1024)
-    run.add_argument("--shape", type=shape_text, help="MxNxK instead of a square --size (b2b variants: MxK0xN0xN1)")
+    run.add_argument("--size", type=positive_int, default=1024, help="every axis of the shape (default 1024)")
+    run.add_argument("--shape", type=shape_text, help="MxNxK instead of --size (b2b variants: MxK0xN0xN1)")
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")

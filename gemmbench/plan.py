@@ -1,7 +1,6 @@
 """The experiment plan: which (variant, mode, shape) points exist, derived from a validated config."""
 from __future__ import annotations
 
-import itertools
 import logging
 import sys
 import types
@@ -69,19 +68,16 @@ def require_gpu(gpus: int | None = None) -> None:
 
 
 def sweep_shapes(config: dict) -> list[Shape]:
-    """gemm: the square sizes; b2b: every combination of its axes' sizes."""
-    if config["workload"] == "b2b":
-        axes = config["b2b"]
-        return [Shape.of("b2b", sizes) for sizes in itertools.product(*(axes[a] for a in workloads.get("b2b").axes))]
-    return [Shape.of("gemm", (n, n, n)) for n in config["sizes"]]
+    """The workload's sweep (gemm: the square sizes; b2b: every combination of its axes' sizes)."""
+    workload = config["workload"]
+    return [Shape.of(workload, sizes) for sizes in workloads.get(workload).sweep(config)]
 
 
 def validation_shapes(config: dict) -> list[Shape]:
     workload = config["workload"]
-    listed = config["b2b"]["validation_shapes"] if workload == "b2b" else config["validation_shapes"]
     sweep = sweep_shapes(config)
     in_sweep = {s.dims for s in sweep}
-    awkward = [Shape.of(workload, sizes, "awkward") for sizes in listed]
+    awkward = [Shape.of(workload, sizes, "awkward") for sizes in workloads.get(workload).listed(config)]
     return sweep + [s for s in awkward if s.dims not in in_sweep]
 
 

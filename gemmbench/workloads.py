@@ -8,6 +8,7 @@ Every array is float32 in storage; the formulas below work on ints and on pandas
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -30,6 +31,9 @@ class Workload:
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
     compared: tuple[str, ...]  # those of them that compare with cuBLAS: drawn only where it runs
+    sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order
+    listed: Callable[[dict], list]  # (validated config) -> the awkward shapes it lists for this workload
+    just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
 
     def min_bytes(self, dims: dict):
         return ELEMENT_BYTES * sum(math.prod(s) for s in [*self.operands(dims), self.output(dims)])
@@ -55,7 +59,12 @@ WORKLOADS = {
         flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
         formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
         figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"),
-        compared=("ladder", "pct_of_cublas")),
+        compared=("ladder", "pct_of_cublas"),
+        sweep=lambda config: [(n, n, n) for n in config["sizes"]],
+        listed=lambda config: config["validation_shapes"],
+        # a square shape is the sweep; any other is validated as an awkward one and timed as the sweep's only point
+        just=lambda d: {"sizes": [d["m"]], "validation_shapes": []} if d["m"] == d["n"] == d["k"] else
+        {"sizes": [1], "validation_shapes": [[d["m"], d["n"], d["k"]]]}),
     "b2b": Workload(
         "b2b", ("m", "k0", "n0", "n1"),
         operands=lambda d: [(d["m"], d["k0"]), (d["k0"], d["n0"]), (d["n0"], d["n1"])],
@@ -66,7 +75,10 @@ WORKLOADS = {
         formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
                 "without the m×n0 intermediate",
         figures=("b2b_speedup", "roofline", "validation_error"),
-        compared=("b2b_speedup",)),
+        compared=("b2b_speedup",),
+        sweep=lambda config: list(itertools.product(*(config["b2b"][a] for a in ("m", "k0", "n0", "n1")))),
+        listed=lambda config: config["b2b"]["validation_shapes"],
+        just=lambda d: {"b2b": {**{axis: [size] for axis, size in d.items()}, "validation_shapes": []}}),
 }
 
 

@@ -131,3 +131,17 @@ def test_a_bad_shape_on_the_command_line_is_one_line_naming_the_flag_and_value(a
         code = exc.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and says in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("variant, args, label", [
+    ("cpu/numpy-blas", ["--size", "64"], "64x64x64"),
+    ("cpu/numpy-blas", ["--shape", "33x65x17"], "33x65x17"),  # not square: validated as awkward, then timed
+    ("cpu/b2b_unfused_numpy-blas", ["--shape", "96x64x128x64"], "96x64x128x64"),
+])
+def test_the_cli_runs_one_shape_of_the_variants_workload(variant, args, label, capsys):
+    """The workload turns the one shape into its plan (gemm: the sweep or an awkward shape; b2b: its axes)."""
+    from gemmbench.__main__ import main
+
+    assert main(["--config", str(ROOT / "config" / "cpu.yaml"), "run", variant, *args]) == 0
+    out = capsys.readouterr().out
+    assert f"{variant} fp32 {label}: ok" in out, out
