@@ -15,6 +15,7 @@ import seaborn as sns
 from matplotlib import ticker
 
 from gemmbench import workloads
+from gemmbench.tables import per_workload
 
 MODE_ORDER = ["fp32", "tf32"]
 
@@ -51,10 +52,7 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     series = series.where(~several_models(df), series + " · " + df["gpu"].astype(str))
     if "cache" in df and df["cache"].nunique() > 1:
         series = series + " · " + df["cache"].astype(str)
-    # gemm: the cube root equals n for square shapes and places awkward shapes by their volume; b2b: m
-    size = np.where(df["workload"] == "b2b", df["m"].astype(float),
-                    np.cbrt((df["m"] * df["n"] * df["k"]).astype(float)))
-    return df.assign(series=series, size=size)
+    return df.assign(series=series, size=per_workload(df, "position"))
 
 
 def _modes(df: pd.DataFrame) -> list[str]:
@@ -184,7 +182,8 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
     """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
     if ok.empty:
         return ok
-    ok = ok[(ok["role"] != "baseline") & (ok["workload"] == "gemm")].dropna(subset=["pct_of_cublas"])
+    laddered = [name for name, w in workloads.WORKLOADS.items() if "ladder" in w.figures]
+    ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_cublas"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]
 

@@ -236,9 +236,9 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
 
 
 def _at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:
-    """For workloads measured against a baseline over many shapes (b2b): per GPU, mode and cache, each variant's
-    best speedup over the baseline and how many shapes it wins."""
-    ok = summary[(summary["status"] == "ok") & (summary["workload"] != "gemm")].dropna(subset=["speedup_vs_cublas"])
+    """For workloads measured against a baseline over many shapes (those with speedup columns, b2b): per GPU, mode
+    and cache, each variant's best speedup over the baseline and how many shapes it wins."""
+    ok = summary[summary["status"] == "ok"].dropna(subset=["speedup_vs_cublas"])
     blocks = []
     for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
         rows = []

@@ -50,8 +50,8 @@ def _frame(rows: list[dict], name: str) -> pd.DataFrame:
     return frame.astype({c: "Int64" for c in SHAPE_COLUMNS if c in frame.columns})
 
 
-def _per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
-    """A workload's formula (flops, min_bytes) evaluated on the rows of that workload."""
+def per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
+    """A workload's formula (flops, min_bytes, position) evaluated on the rows of that workload."""
     values = pd.Series(np.nan, index=frame.index)
     for name, rows in frame.groupby("workload"):
         sizes = {axis: rows[axis].astype(float) for axis in workloads.get(name).axes}
@@ -61,8 +61,8 @@ def _per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame = _frame([{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS} for r in bench_rows], "summary")
-    frame["flops"] = _per_workload(frame, "flops")
-    frame["min_bytes"] = _per_workload(frame, "min_bytes")
+    frame["flops"] = per_workload(frame, "flops")
+    frame["min_bytes"] = per_workload(frame, "min_bytes")
     ok = frame.status == "ok"
     frame["tflops"] = (frame.flops / frame.median_s / 1e12).where(ok)
     frame["gbps"] = (frame.min_bytes / frame.median_s / 1e9).where(ok)
@@ -93,9 +93,9 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
         columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
     frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
-    b2b = frame.workload == "b2b"
-    frame["speedup_vs_cublas"] = (frame.cublas_s / frame.median_s).where(ok & b2b)
-    frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & b2b)
+    fused = frame.workload.isin([name for name, w in workloads.WORKLOADS.items() if w.speedups])
+    frame["speedup_vs_cublas"] = (frame.cublas_s / frame.median_s).where(ok & fused)
+    frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
     frame["throttled"] = frame.throttled.astype("boolean")
     for flag in ("converged", "thin_median", "git_dirty"):
         frame[flag] = frame[flag].astype("boolean")

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 ELEMENT_BYTES = 4
 SHAPE_COLUMNS = ("m", "n", "k", "k0", "n0", "n1")  # every workload's axes, as table columns
 
@@ -31,6 +33,8 @@ class Workload:
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
     compared: tuple[str, ...]  # those of them that compare with cuBLAS: drawn only where it runs
+    position: Callable[[dict], object]  # (sizes) -> where a shape sits on the figures' size axis
+    speedups: bool  # derived columns: speedups over the baseline and over the fastest unfused variant
     sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order
     listed: Callable[[dict], list]  # (validated config) -> the awkward shapes it lists for this workload
     just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
@@ -60,6 +64,8 @@ WORKLOADS = {
         formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
         figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"),
         compared=("ladder", "pct_of_cublas"),
+        # the cube root of m·n·k: n for a square shape, an awkward shape placed by its volume
+        position=lambda d: np.cbrt(d["m"] * d["n"] * d["k"]), speedups=False,
         sweep=lambda config: [(n, n, n) for n in config["sizes"]],
         listed=lambda config: config["validation_shapes"],
         # a square shape is the sweep; any other is validated as an awkward one and timed as the sweep's only point
@@ -76,6 +82,7 @@ WORKLOADS = {
                 "without the m×n0 intermediate",
         figures=("b2b_speedup", "roofline", "validation_error"),
         compared=("b2b_speedup",),
+        position=lambda d: d["m"], speedups=True,
         sweep=lambda config: list(itertools.product(*(config["b2b"][a] for a in ("m", "k0", "n0", "n1")))),
         listed=lambda config: config["b2b"]["validation_shapes"],
         just=lambda d: {"b2b": {**{axis: [size] for axis, size in d.items()}, "validation_shapes": []}}),
