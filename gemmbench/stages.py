@@ -120,13 +120,18 @@ def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: 
     nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
     they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
     workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points)) if variant.device == "cuda" else 1
+    start = time.perf_counter()
     if workers > 1:  # a compile that fails is seen again, and reported, by the timing worker
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, chunk),
                                                  config["timing"]["point_timeout_s"], log_rows=False),
                           [points[i::workers] for i in range(workers)]))
+    compiled = time.perf_counter()
     task = _task("tune", config, variant, mode, points)
-    return run_task(task, task.timing["point_timeout_s"], describe)[0]
+    rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
+    log.info("%s %s: %d trials compiled in %.1f s by %d workers, validated and timed in %.1f s", variant.key, mode,
+             len(points), compiled - start, workers, time.perf_counter() - compiled)
+    return rows
 
 
 def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path,
@@ -142,6 +147,8 @@ def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expect
             sittings = Sittings(Path(out).with_suffix("") / str(size), previous.get(str(size)))
 
             def measure(param_sets: list[dict]) -> list[dict]:
+                log.info("%s %s n=%d: round %d proposed %d candidates, %.1f s after the previous round's end",
+                         variant.key, mode, size, sittings.rounds + 1, len(param_sets), sittings.since_round())
                 points = [_trial(config, variant, size, params) for params in param_sets]
                 rows = _measure_trials(config, variant, mode, points, lambda i: f"tune {variant.key} n={size} "
                                        f"round {sittings.rounds + 1} candidate {i}")
@@ -171,9 +178,15 @@ class Sittings:
         self.work_dir, self.path = work_dir, work_dir / "sittings.json"
         self.past = read_json(self.path) if self.path.exists() else list((committed or {}).get("sittings", []))
         self.start, self.rounds, self.candidates = time.perf_counter(), 0, 0
+        self.round_end = self.start
+
+    def since_round(self) -> float:
+        """Seconds since the last round ended (or the sitting began): the search's own time for the next round."""
+        return time.perf_counter() - self.round_end
 
     def round(self, candidates: int) -> None:
         self.rounds, self.candidates = self.rounds + 1, self.candidates + candidates
+        self.round_end = time.perf_counter()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.path, self.all())
 
