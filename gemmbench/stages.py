@@ -119,7 +119,7 @@ def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: 
     """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
     nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
     they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
-    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points)) if variant.device == "cuda" else 1
+    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
     start = time.perf_counter()
     if workers > 1:  # a compile that fails is seen again, and reported, by the timing worker
         with ThreadPoolExecutor(workers) as pool:

@@ -1,4 +1,5 @@
 """Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
+import math
 import os
 import time
 from pathlib import Path
@@ -83,6 +84,23 @@ def _delayed(artifact, a, b, c):
 register(Variant(family="cpu", name="planted-tunable", device="cpu", modes=("fp32",), build=_build_tunable,
                  run=_delayed, params={"delay_ms": 20}, space={"delay_ms": (0, 13, 20)},
                  description="test tuning: faster with a smaller delay; one candidate is refused at build"))
+
+
+def _search(mode, shape, trials, work_dir, committed, seed, log, measure):
+    """A search of its own, as MetaSchedule's: it proposes rounds of parameter sets and the tune stage measures
+    them (13 is refused at build)."""
+    measured = []
+    for proposed in ([{"delay_ms": 20}, {"delay_ms": 13}], [{"delay_ms": 0}]):
+        measured += zip(proposed, measure(proposed))
+    median_s, best = min(((row["median_s"], params) for params, row in measured if row["status"] == "ok"),
+                         key=lambda found: found[0])
+    return {"params": best, "median_s": median_s, "tflops": 2 * math.prod(shape) / median_s / 1e12,
+            "trials": len(measured), "records": [row["status"] for _, row in measured]}
+
+
+register(Variant(family="cpu", name="planted-searching", device="cpu", modes=("fp32",), build=_build_tunable,
+                 run=_delayed, params={"delay_ms": 20}, tuner=_search,
+                 description="test tuning by a search of its own: proposes, the harness measures"))
 
 
 def _compile_for_shape(cache_dir, m, n, k):

@@ -88,6 +88,20 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
 
 
+def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_and_times(tmp_path, cpu_config):
+    """The autotuner's contract: the search hands over parameter sets, the harness measures them (compiled ahead,
+    then validated and timed in its worker; a refused one comes back as such), and the sittings are kept."""
+    cpu_config.update(variant_modules=["tests.planted"], tune={"autotuner": {"trials": 3, "sizes": [32]}},
+                      cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    record = stages.tune(config.validate(cpu_config), "cpu/planted-searching", "fp32", "test-cpu",
+                         tmp_path / "tune.json")
+    found = record["classes"]["32"]
+    assert found["params"] == {"delay_ms": 0} and found["records"] == ["ok", "rejected", "ok"]
+    assert [s["candidates"] for s in found["sittings"]] == [3] and found["tune_s"] > 0
+    assert json.loads((tmp_path / "tune" / "32" / "sittings.json").read_text()) == found["sittings"]
+
+
 def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_parameters(tmp_path, cpu_config):
     cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 64], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
