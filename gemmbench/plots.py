@@ -34,7 +34,8 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
         "ladder": lambda: _ladder(ok),
         "roofline": lambda: _roofline(ok, devices),
         "validation_error": lambda: _validation_error(checked),
-        "b2b_speedup": lambda: _b2b_speedup(ok),
+        **{name: (lambda make=make: make(ok)) for workload in workloads.WORKLOADS.values()
+           for name, make in workload.plots.items()},
     }
     return {name: _save(figures[name](), outdir / name) for name in names}
 
@@ -55,12 +56,12 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(series=series, size=per_workload(df, "position"))
 
 
-def _modes(df: pd.DataFrame) -> list[str]:
+def modes_in(df: pd.DataFrame) -> list[str]:
     present = set(df["mode"])
     return [m for m in MODE_ORDER if m in present] + sorted(present - set(MODE_ORDER))
 
 
-def _placeholder(title: str, text: str) -> plt.Figure:
+def placeholder(title: str, text: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.axis("off")
     ax.set_title(title)
@@ -75,7 +76,7 @@ def _size_label(size: int) -> str:
     return f"{size // 1024}k" if size >= 1024 else str(size)
 
 
-def _log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
+def log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
     """Log2 x axis ticked at powers of two (every second or fourth one where there are many), labelled as sizes
     (256, 512, 1k, ... 16k)."""
     low, high = math.floor(math.log2(sizes.min())), math.ceil(math.log2(sizes.max()))
@@ -108,7 +109,7 @@ def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = 
     fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False, sharey=sharey)
     for ax, family in zip(axes.flat, families):
         draw(ax, df[df["family"] == family])
-        _log2_size_axis(ax, df["size"])
+        log2_size_axis(ax, df["size"])
         ax.set_title(family)
         ax.legend(fontsize=6.5, loc="upper left", ncol=2, frameon=False)
     for ax in axes.flat[:1] if sharey else axes.flat[:len(families)]:
@@ -135,7 +136,7 @@ def baseline_first(df: pd.DataFrame) -> list[str]:
 
 def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
     """One line per variant (colour) and mode (line style), labelled without the family's name."""
-    modes = _modes(rows)
+    modes = modes_in(rows)
     for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
         for mode, line in points.groupby("mode"):
             line = line.sort_values("size")
@@ -145,7 +146,7 @@ def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
 
 def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
     if ok.empty:
-        return _placeholder("TFLOP/s vs size", "no successful benchmark points in this run")
+        return placeholder("TFLOP/s vs size", "no successful benchmark points in this run")
     baseline = ok[ok["role"] == "baseline"]
 
     def draw(ax, rows):
@@ -163,7 +164,7 @@ def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
     compared = ok.dropna(subset=["pct_of_cublas"]) if not ok.empty else ok
     compared = compared[compared["role"] != "baseline"] if not compared.empty else compared
     if compared.empty or not (ok["role"] == "baseline").any():
-        return _placeholder("% of cuBLAS vs size",
+        return placeholder("% of cuBLAS vs size",
                             "no cuBLAS rows in this run (CPU-only run?): nothing to compare against")
 
     def draw(ax, rows):
@@ -191,7 +192,7 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
 def _ladder(ok: pd.DataFrame) -> plt.Figure:
     rows = ladder_rows(ok)
     if rows.empty:
-        return _placeholder("The ladders", "no family with several variants has a % of cuBLAS in this run")
+        return placeholder("The ladders", "no family with several variants has a % of cuBLAS in this run")
     rows = rows.assign(n=rows["m"].astype(int).astype(str), panel=rows["family"] + " · " + rows["mode"]).sort_values(
         ["family", "mode", "variant"])
     sizes = sorted(rows["n"].unique(), key=int)
@@ -211,46 +212,18 @@ def _ladder(ok: pd.DataFrame) -> plt.Figure:
     return grid.figure
 
 
-def b2b_rows(ok: pd.DataFrame) -> pd.DataFrame:
-    """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
-    if ok.empty:
-        return ok
-    return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_cublas"])
-
-
-def _b2b_speedup(ok: pd.DataFrame) -> plt.Figure:
-    rows = b2b_rows(ok)
-    if rows.empty:
-        return _placeholder("b2b: fused vs two cuBLAS calls", "no b2b point with a cuBLAS baseline in this run")
-    rows = rows.assign(n0_n1=rows["n0"].astype(str) + "×" + rows["n1"].astype(str),
-                       k0=rows["k0"].astype(int)).sort_values(["m", "n0", "n1"])
-    grid = sns.relplot(data=rows, x="m", y="speedup_vs_cublas", hue="n0_n1", style="series",
-                       col="k0", row="mode", row_order=_modes(rows), kind="line", marker="o",
-                       height=3.2, aspect=1.15, facet_kws=dict(sharey=True))
-    grid.set_titles("{row_name} · k0 = {col_name}")
-    grid.set_axis_labels("m (rows of A0 and D)", "speedup over two cuBLAS calls")
-    for ax in grid.axes.flat:
-        _log2_size_axis(ax, rows["m"].astype(float))
-        ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
-        ax.axhline(1.5, color="tab:green", linestyle=":", linewidth=1)
-    grid.legend.set_title("n0×n1 · variant")
-    grid.figure.suptitle("Where fusion pays: D = (A0·B0)·B1, time of two cuBLAS calls / the variant's time "
-                         "(above 1: faster)", y=1.03)
-    return grid.figure
-
-
 def _finite(value) -> float | None:
     return float(value) if value is not None and np.isfinite(value) else None
 
 
 def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     if ok.empty:
-        return _placeholder("Roofline", "no successful benchmark points in this run")
+        return placeholder("Roofline", "no successful benchmark points in this run")
     ok = ok.assign(intensity=ok["flops"] / ok["min_bytes"])
     # coloured by family: where each way of writing a GEMM sits under the ceilings (its variants: the other figures)
     grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="family",
                        hue_order=baseline_first(ok), col="mode",
-                       col_order=_modes(ok), kind="scatter", height=3.8, aspect=1.25)
+                       col_order=modes_in(ok), kind="scatter", height=3.8, aspect=1.25)
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
     grid.set_axis_labels("arithmetic intensity (FLOP/byte, minimum traffic)", "TFLOP/s")
@@ -290,12 +263,12 @@ def _validation_error(checked: pd.DataFrame) -> plt.Figure:
     """One panel per family (its variants told apart by colour, modes by marker fill, failures by a cross); the
     tolerance of each mode dashed."""
     if checked.empty:
-        return _placeholder("Validation error", "no validation result with a measured error in this run")
+        return placeholder("Validation error", "no validation result with a measured error in this run")
     # exact results (error 0) would vanish from a log axis, so floor them at float64 epsilon
     checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps))
 
     def draw(ax, rows):
-        modes = _modes(rows)
+        modes = modes_in(rows)
         for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
             for (mode, passed), group in points.groupby(["mode", points["status"] == "ok"]):
                 ax.scatter(group["size"], group["rel_error"], s=28, color=colour, marker="o" if passed else "X",

@@ -41,13 +41,14 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         comparison=_comparison(summary, *compared_with) if compared_with else None,
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
-        b2b_tables=_b2b_tables(summary, devices),
+        workload_tables=[table for workload in workloads.WORKLOADS.values() if workload.sections
+                         for table in workload.sections(summary, devices)],
         figures=[{"name": name, "caption": f"{_caption(name)} {_drawn(summary, name)}".strip(),
                   "uri": _data_uri(figures[name], "image/png")} for name in figures],
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
         non_ok=_table(summary.loc[~summary["status"].isin(["ok", "skipped"]), NON_OK_COLUMNS]),
-        skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {_shape(r)}"),
+        skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
         builds=_table(_readable_builds(builds)),
         devices=[{"name": _device_name(device), "facts": _flatten(_readable_device(device))} for device in devices],
         methodology=_flatten(methodology),
@@ -103,7 +104,7 @@ def _format(value) -> str:
     return "" if value is None or value is pd.NA else str(value)
 
 
-def _shape(row) -> str:
+def shape_text(row) -> str:
     return "×".join(str(getattr(row, axis)) for axis in workloads.get(row.workload).axes)
 
 
@@ -244,7 +245,8 @@ def _at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:
         rows = []
         for (family, variant), points in group.groupby(["family", "variant"]):
             best = points.loc[points["speedup_vs_cublas"].idxmax()]
-            rows.append({"variant": f"{family}/{variant}", "best": f"{best.speedup_vs_cublas:.2f}× at {_shape(best)}",
+            rows.append({"variant": f"{family}/{variant}",
+                         "best": f"{best.speedup_vs_cublas:.2f}× at {shape_text(best)}",
                          "wins": f"{int((points['speedup_vs_cublas'] > 1).sum())} of {len(points)}",
                          "speedup": best.speedup_vs_cublas})
         rows.sort(key=lambda r: -r["speedup"])
@@ -295,7 +297,7 @@ def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
     text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the noise band), largest "
             f"{both['diff_pct'].abs().max():.2f}%. Beyond {limit:.2g}%: {faster} faster and {slower} slower in this "
             f"run.")
-    rows = [{"point": f"{r.family}/{r.variant} {r.mode} {_shape(r)} · {r.gpu}",
+    rows = [{"point": f"{r.family}/{r.variant} {r.mode} {shape_text(r)} · {r.gpu}",
              "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
              "diff": f"{r.diff_pct:+.1f}%"} for r in beyond.itertuples()]
     return {"name": name, "text": text, "rows": rows}
@@ -371,54 +373,6 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
     return tables
 
 
-SLOWER_THAN_UNFUSED = 0.9  # a fused variant below this speedup over the best unfused one is explained
-
-
-def _b2b_tables(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
-    """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls;
-    then every point where a fused variant is slower than 0.9× the best unfused one, and why."""
-    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "b2b")]
-    bandwidth = {d["gpu_uuid"]: d.get("copy_bandwidth_gbps") for d in devices}
-    tables = []
-    for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
-        baselines = group[group["role"] == "baseline"]
-        first = set(baselines["family"] + "/" + baselines["variant"])
-        variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (v not in first, v))
-        rows = {}
-        for r in group.sort_values(["m", "k0", "n0", "n1"]).itertuples():
-            speedup = "" if pd.isna(r.speedup_vs_cublas) else f"{r.speedup_vs_cublas:.2f}×"
-            rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
-                "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
-        fused = group["role"] == ""
-        slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
-            ["variant", "m", "k0", "n0", "n1"])
-        tables.append({"title": f"{gpu} · {mode} · {cache} cache", "variants": list(dict.fromkeys(variants)),
-                       "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()],
-                       "slower": [{"where": f"{r.family}/{r.variant} @ {_shape(r)}",
-                                   "speedup": f"{r.speedup_vs_unfused_best:.2f}×",
-                                   "why": _why_slower(r, bandwidth.get(r.gpu_uuid))}
-                                  for r in slower.itertuples()]})
-    return tables
-
-
-def _why_slower(r, bandwidth_gbps) -> str:
-    """The roofline's reading of a slow fused point: was the unfused pair limited by the traffic fusion saves?"""
-    unfused_bytes = r.min_bytes + 2 * workloads.ELEMENT_BYTES * r.m * r.n0  # A1 written, then read back
-    intensity = r.flops / unfused_bytes
-    unfused_tflops = r.tflops / r.speedup_vs_unfused_best
-    if not bandwidth_gbps or pd.isna(r.peak_tflops):
-        return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
-    ridge = r.peak_tflops * 1e3 / bandwidth_gbps
-    if intensity >= ridge:
-        return (f"compute-bound even unfused ({intensity:.0f} FLOP/byte with the intermediate, above the ridge "
-                f"at {ridge:.0f}): the traffic fusion saves was not the limit, and the fused kernel computes at "
-                f"{r.tflops:.3g} TFLOP/s against {unfused_tflops:.3g} for the unfused pair")
-    return (f"memory-bound unfused ({intensity:.0f} FLOP/byte, below the ridge at {ridge:.0f}), but the fused "
-            f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
-            f"copy bandwidth: it is bound by neither, computing at {r.tflops:.3g} TFLOP/s against "
-            f"{unfused_tflops:.3g} for the unfused pair")
-
-
 def _validation_matrix(validation: pd.DataFrame) -> dict:
     """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
     from gemmbench.plots import several_models
@@ -428,14 +382,14 @@ def _validation_matrix(validation: pd.DataFrame) -> dict:
     validation = validation.assign(named=several_models(validation))
     ordered = validation.sort_values(["shape_kind", *SHAPE_COLUMNS], key=lambda c: c.map(
         {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
-    columns = list(dict.fromkeys((_shape(r), r.shape_kind) for r in ordered.itertuples()))
+    columns = list(dict.fromkeys((shape_text(r), r.shape_kind) for r in ordered.itertuples()))
     rows, problems = {}, []
     for r in validation.sort_values(["family", "variant", "mode"]).itertuples():
         label = f"{r.family}/{r.variant} {r.mode}" + (f" · {r.gpu}" if r.named and pd.notna(r.gpu) else "")
         cell = {"status": r.status, "label": VALIDATION_LABELS.get(r.status, r.status),
                 "message": _format(r.message), "rel_error": _format(r.rel_error)}
-        rows.setdefault(label, {})[_shape(r)] = cell
+        rows.setdefault(label, {})[shape_text(r)] = cell
         if r.status not in ("ok", "skipped"):
-            problems.append({"where": f"{label} @ {_shape(r)} ({r.shape_kind})", **cell})
+            problems.append({"where": f"{label} @ {shape_text(r)} ({r.shape_kind})", **cell})
     return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
             "problems": problems, "skipped": _skipped(validation, lambda r: f"{r.family}/{r.variant} {r.mode}")}

@@ -87,19 +87,19 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
     frame = frame.drop(columns=["pct_of_cublas"])
     baseline = frame[(frame.role == "baseline") & ok]
-    frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "cublas_s"})
+    frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "baseline_s"})
     unfused = frame[frame.role.isin(["baseline", "unfused"]) & (frame.status == "ok")]
     frame = _merge_reference(frame, unfused.sort_values("median_s"), shape).rename(
         columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
-    frame["pct_of_cublas"] = 100 * frame.cublas_s / frame.median_s.where(ok)
+    frame["pct_of_cublas"] = 100 * frame.baseline_s / frame.median_s.where(ok)
     fused = frame.workload.isin([name for name, w in workloads.WORKLOADS.items() if w.speedups])
-    frame["speedup_vs_cublas"] = (frame.cublas_s / frame.median_s).where(ok & fused)
+    frame["speedup_vs_cublas"] = (frame.baseline_s / frame.median_s).where(ok & fused)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
     frame["throttled"] = frame.throttled.astype("boolean")
     for flag in ("converged", "thin_median", "git_dirty"):
         frame[flag] = frame[flag].astype("boolean")
-    frame = frame.drop(columns=["peer", "cublas_s", "unfused_best_s"])
+    frame = frame.drop(columns=["peer", "baseline_s", "unfused_best_s"])
     return frame.sort_values(["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]).reset_index(drop=True)
 
 

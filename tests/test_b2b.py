@@ -204,7 +204,7 @@ def test_a_b2b_dry_run_on_a_gpu_plans_every_variant_and_mode(tmp_path):
 
 
 def test_the_report_says_where_a_fused_variant_is_slower_and_why():
-    from gemmbench.report import _b2b_tables
+    from gemmbench import workloads
 
     device = {"gpu_uuid": "GPU-1", "copy_bandwidth_gbps": 4000.0}
     rows = []
@@ -224,7 +224,7 @@ def test_the_report_says_where_a_fused_variant_is_slower_and_why():
                              gbps=summary.min_bytes / summary.median_s / 1e9,
                              speedup_vs_cublas=summary.m.map(unfused_s) / summary.median_s)
     summary["speedup_vs_unfused_best"] = summary.speedup_vs_cublas
-    [table] = _b2b_tables(summary, [device])
+    [table] = workloads.get("b2b").sections(summary, [device])
     assert [row["shape"] for row in table["rows"]] == ["4096×4096×256×256", "65536×64×64×64"]
     assert table["rows"][0]["cells"]["cupy/b2b_fused_mma"]["speedup"] == "0.50×"
     slower = {point["where"]: point["why"] for point in table["slower"]}

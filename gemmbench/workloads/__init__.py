@@ -1,0 +1,62 @@
+"""What is computed, apart from how: a workload is one module of this package (gemm.py, b2b.py) defining WORKLOAD,
+with its shape axes and sweep, operands, fp64 reference and cost, where it sits on the figures, its derived
+columns, and its own figures and report sections. The harness names no workload: it asks the one a row names.
+A variant declares its workload; it is run as run(artifact, *operands, out).
+Every array is float32 in storage; the formulas work on ints and on pandas columns alike.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+ELEMENT_BYTES = 4
+SHAPE_COLUMNS = ("m", "n", "k", "k0", "n0", "n1")  # every workload's axes, as table columns
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    axes: tuple[str, ...]
+    operands: Callable[[dict], list[tuple]]  # shapes of the inputs, in run() order
+    output: Callable[[dict], tuple]
+    reference: Callable[[object, list], object]  # (xp, float64 operands) -> float64 result
+    # (xp, float64 operands) -> per output element, the root-sum-square of the products summed into it: rounding
+    # errors grow with it, so an element's error is judged against its own (not the largest element's)
+    scale: Callable[[object, list], object]
+    flops: Callable[[dict], object]
+    formula: str  # FLOPs and minimum bytes in words, for the report's methodology
+    figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
+    compared: tuple[str, ...]  # those of them that compare with cuBLAS: drawn only where it runs
+    position: Callable[[dict], object]  # (sizes) -> where a shape sits on the figures' size axis
+    speedups: bool  # derived columns: speedups over the baseline and over the fastest unfused variant
+    sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order
+    listed: Callable[[dict], list]  # (validated config) -> the awkward shapes it lists for this workload
+    just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
+    plots: Mapping[str, Callable] = field(default_factory=dict)  # its own figures: name -> (ok rows) -> Figure
+    sections: Callable[[object, list], list[dict]] | None = None  # (summary, devices) -> its report tables
+
+    def min_bytes(self, dims: dict):
+        return ELEMENT_BYTES * sum(math.prod(s) for s in [*self.operands(dims), self.output(dims)])
+
+    def label(self, dims: dict) -> str:
+        return "x".join(str(int(dims[a])) for a in self.axes)
+
+    def parse(self, label: str) -> dict:
+        values = [int(x) for x in label.split("x")]
+        if len(values) != len(self.axes):
+            raise ValueError(f"shape {label!r}: a {self.name} shape has {len(self.axes)} sizes "
+                             f"({'x'.join(self.axes)})")
+        return dict(zip(self.axes, values))
+
+
+WORKLOADS = {}  # name -> Workload: every module of this package defines one (WORKLOAD)
+for _module in pkgutil.iter_modules(__path__):
+    _workload = importlib.import_module(f"{__name__}.{_module.name}").WORKLOAD
+    WORKLOADS[_workload.name] = _workload
+
+
+def get(name: str) -> Workload:
+    return WORKLOADS[name]
