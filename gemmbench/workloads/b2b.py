@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import itertools
 
-import pandas as pd
-import seaborn as sns
-
 from gemmbench.workloads import ELEMENT_BYTES, Workload
 
+# pandas and seaborn are imported where the figure and the tables are made: every worker imports the workloads
 
-def b2b_rows(ok: pd.DataFrame) -> pd.DataFrame:
+
+def b2b_rows(ok):
     """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
     if ok.empty:
         return ok
     return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_cublas"])
 
 
-def speedup_figure(ok: pd.DataFrame):
+def speedup_figure(ok):
     """Where fusion pays: speedup over two cuBLAS calls against m, per k0 and mode, a line per n0×n1 and variant."""
+    import seaborn as sns
+
     from gemmbench.plots import log2_size_axis, modes_in, placeholder  # here: plots imports the workloads
 
     rows = b2b_rows(ok)
@@ -53,9 +54,11 @@ TABLE_TEXT = {
 SLOWER_THAN_UNFUSED = 0.9  # a fused variant below this speedup over the best unfused one is explained
 
 
-def tables(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
+def tables(summary, devices: list[dict]) -> list[dict]:
     """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls;
     then every point where a fused variant is slower than 0.9× the best unfused one, and why."""
+    import pandas as pd
+
     from gemmbench.report import shape_text as _shape  # here: report imports the workloads
 
     ok = summary[(summary["status"] == "ok") & (summary["workload"] == "b2b")]
@@ -88,6 +91,8 @@ def _why_slower(r, bandwidth_gbps) -> str:
     unfused_bytes = r.min_bytes + 2 * ELEMENT_BYTES * r.m * r.n0  # A1 written, then read back
     intensity = r.flops / unfused_bytes
     unfused_tflops = r.tflops / r.speedup_vs_unfused_best
+    import pandas as pd
+
     if not bandwidth_gbps or pd.isna(r.peak_tflops):
         return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
     ridge = r.peak_tflops * 1e3 / bandwidth_gbps
