@@ -23,3 +23,16 @@ def test_known_pins():
     assert pins["apache-tvm"] == "0.27.0.post1"
     assert pins["apache-tvm-ffi"] == "0.1.14.post1"  # 0.1.15 segfaults in MetaSchedule
     assert all("==" in p for p in requirement_pins(ROOT / "requirements.txt")), "every requirement is pinned"
+
+
+def test_a_worker_starts_without_the_plotting_stack():
+    """Every point's worker imports the harness and the variants: plotting and table libraries there (seconds to
+    import on a loaded machine) would count against each point's watchdog."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gemmbench.worker; from kernels import registry; registry.load(); "
+            "print(sorted(m for m in ('seaborn', 'matplotlib', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
