@@ -37,6 +37,7 @@ class Backend:
 
     device = "cpu"
     xp = np
+    stream = None  # what a variant's run queues its work on (a CPU has none)
     TIMER_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 
     def inputs(self, shapes: list[tuple], seed: int) -> list:

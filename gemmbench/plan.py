@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import logging
-import sys
-import types
 from dataclasses import dataclass
-from pathlib import Path
 
 from gemmbench import workloads
 from gemmbench.config import ConfigError
@@ -118,18 +115,6 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
             if key not in known and key not in families:
                 raise ConfigError(f"{section}: {key!r} is not a registered variant ({sorted(known)})")
     return chosen
-
-
-def determining_files(variant: registry.Variant) -> list[str]:
-    """The files whose edits must re-run a variant's jobs: its declared sources, the module that defines it (its
-    launch code) and the kernels/ modules that module uses (shared helpers such as kernels/tiles.py)."""
-    module = sys.modules[variant.build.__module__]
-    used = {module.__name__}
-    for value in vars(module).values():
-        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-        if isinstance(owner, str) and owner.startswith("kernels.") and owner != registry.__name__:
-            used.add(owner)
-    return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
 
 
 def gpu_slug(config: dict) -> str:

@@ -11,12 +11,17 @@ import json
 import math
 import random
 import re
+import sys
+import types
 from pathlib import Path
 
-from gemmbench import ROOT
+from gemmbench import ROOT, provenance
 from kernels import registry
 
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
+# The toolchain entries that turn a kernel's source into machine code (provenance.toolchain's names): a tuning
+# result holds for the compilers it was searched with (NVRTC 13.0 and 13.1 make different SASS of one source).
+COMPILERS = ("numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "apache-tvm", "apache-tvm-ffi", "nvrtc", "nvcc")
 
 
 def gpu_slug(name: str) -> str:
@@ -42,12 +47,31 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
     return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["sizes"]}
 
 
-def key(variant: registry.Variant, mode: str, settings: dict) -> str:
-    """What a tuning result depends on: the kernel sources, the search space and the tune settings (`settings`)."""
+def determining_files(variant: registry.Variant) -> list[str]:
+    """The files whose edits must re-run a variant's jobs: its declared sources, the module that defines it (its
+    launch code) and the kernels/ modules that module uses (shared helpers such as kernels/tiles.py)."""
+    module = sys.modules[variant.build.__module__] if variant.build else None
+    used = {module.__name__} if module else set()
+    for value in vars(module).values() if module else ():
+        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(owner, str) and owner.startswith("kernels.") and owner != registry.__name__:
+            used.add(owner)
+    return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
+
+
+def compilers() -> dict:
+    """This host's versions of the COMPILERS."""
+    return {name: version for name, version in provenance.toolchain().items() if name in COMPILERS}
+
+
+def key(variant: registry.Variant, mode: str, settings: dict, with_compilers: dict | None = None) -> str:
+    """What a tuning result depends on: the files that determine the kernel (determining_files), the search space,
+    the tune settings (`settings`) and the compilers (`with_compilers`; default: this host's)."""
     digest = hashlib.sha256()
-    for path in variant.source_files:
+    for path in determining_files(variant):
         digest.update(Path(path).read_bytes())
-    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space, "settings": settings},
+    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space, "settings": settings,
+                              "compilers": compilers() if with_compilers is None else with_compilers},
                              sort_keys=True, default=list).encode())
     return digest.hexdigest()[:16]
 
@@ -68,15 +92,17 @@ def reusable(path: Path, expected_key: str) -> dict | None:
     return record if record.get("key") == expected_key else None
 
 
-def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> tuple[Path, dict | None]:
+def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
+              with_compilers: dict | None = None) -> tuple[Path, dict | None]:
     """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
-    the current sources, search space and tune settings (`tune`: the config's tune section). A variant with a
-    search of its own and no trial budget in `tune` takes the committed search with the settings it ran with."""
+    the current sources, search space, tune settings (`tune`: the config's tune section) and compilers
+    (`with_compilers`, default this host's). A variant with a search of its own and no trial budget in `tune` takes
+    the committed search as it was run (its settings and compilers), if it was run on the current sources."""
     path = committed_path(gpu, variant, mode)
-    record = reusable(path, key(variant, mode, settings(tune, variant)))
+    record = reusable(path, key(variant, mode, settings(tune, variant), with_compilers))
     if record is None and variant.tuner and not tune["autotuner"]["trials"] and path.exists():
-        # No budget to search here: a committed search stands as it was run, if it was run on the current sources.
-        record = reusable(path, key(variant, mode, json.loads(path.read_text())["settings"]))
+        ran = json.loads(path.read_text())
+        record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
     return path, record
 
 

@@ -141,7 +141,7 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     expected = _expected(workload, backend, operands)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
-        variant.run(built.artifact, *operands, out)
+        variant.run(built.artifact, *operands, out, backend.stream)
         status, message, errors = _checked(expected, backend, out, buffer, task.tolerance)
         if status != "ok":
             message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
@@ -178,7 +178,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     stream)."""
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point)
-    run = lambda: variant.run(built.artifact, *operands, out)  # noqa: E731
+    run = lambda: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
     if backend.runs_outside_stream(run, out):

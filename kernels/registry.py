@@ -30,7 +30,8 @@ class Variant:
 
     build(mode, params, cache_dir) -> Built     compile/prepare; cache_dir (shared by every job and process of a run)
                                                 may keep compiled artifacts under keys of all that determines them
-    run(artifact, *operands, out) -> None       compute out on the current stream, no sync (gemm: a, b, c)
+    run(artifact, *operands, out, stream)       compute out, queued on `stream` (the harness's: a cupy.cuda.Stream;
+                                                None on a CPU), no sync (gemm: a, b, c, stream)
     unsupported(*sizes, params) -> str | None   why a shape (its workload's axes in order) cannot run, or None
     space: {param: candidate values}            what the tune stage may search (empty: nothing to tune)
     check_params(params) -> str | None          why a parameter set cannot compile or run (the tuner skips it)

@@ -2,18 +2,27 @@
 do not tell, such as whether shared memory is read 128 bits at a time. Without nvdisasm there are no such facts."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from collections import Counter
+from pathlib import Path
 
 
 def nvdisasm() -> str | None:
+    """nvdisasm from the CUDA toolkit at CUDA_PATH, else as Numba finds it (cuda.pathfinder: wheels, conda), else
+    on PATH."""
+    if os.environ.get("CUDA_PATH") and (Path(os.environ["CUDA_PATH"]) / "bin" / "nvdisasm").exists():
+        return str(Path(os.environ["CUDA_PATH"]) / "bin" / "nvdisasm")
     try:
         from cuda import pathfinder
+        found = pathfinder.find_nvidia_binary_utility("nvdisasm")
     except ImportError:
-        return None
-    return pathfinder.find_nvidia_binary_utility("nvdisasm")
+        found = None
+    return found or shutil.which("nvdisasm")
 
 
 def sass_of(cubin: bytes) -> str:
@@ -25,7 +34,10 @@ def sass_of(cubin: bytes) -> str:
         file.write(cubin)
         file.flush()
         done = subprocess.run([tool, "-c", file.name], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else ""
+    if done.returncode:  # the build goes on without these facts; the worker's log says why
+        print(f"sass: {tool} failed ({done.returncode}): {done.stderr.strip()[-500:]}", file=sys.stderr)
+        return ""
+    return done.stdout
 
 
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")

@@ -14,23 +14,23 @@ def _build(mode, params, cache_dir):
     return Built(None, {"compile_s": 0.0})
 
 
-def _wrong(artifact, a, b, c):
+def _wrong(artifact, a, b, c, stream):
     """Right everywhere except one element: only the max-element check can catch it at large sizes."""
     np.matmul(a, b, out=c)
     c[-1, -1] += 1.0
 
 
-def _hang(artifact, a, b, c):
+def _hang(artifact, a, b, c, stream):
     time.sleep(3600)
 
 
-def _crash(artifact, a, b, c):
+def _crash(artifact, a, b, c, stream):
     if a.shape[0] > 64:
         os.abort()  # like a segfault in a native kernel: the process dies without a word
     np.matmul(a, b, out=c)
 
 
-def _slow(artifact, a, b, c):
+def _slow(artifact, a, b, c, stream):
     time.sleep(0.05)
     np.matmul(a, b, out=c)
 
@@ -42,21 +42,21 @@ class _Stateful:
     def __init__(self):
         self.calls = {}
 
-    def __call__(self, artifact, a, b, c):
+    def __call__(self, artifact, a, b, c, stream):
         key = (c.ctypes.data, c.shape)
         self.calls[key] = self.calls.get(key, 0) + 1
         if self.calls[key] <= VALIDATION_LAUNCHES:
             np.matmul(a, b, out=c)
 
 
-def _tf32_inputs(artifact, a, b, c):
+def _tf32_inputs(artifact, a, b, c, stream):
     """Rounds A and B to TF32's 10-bit mantissa, as tensor cores do: not an fp32 product."""
     def tf32(x):
         return ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
     np.matmul(tf32(a), tf32(b), out=c)
 
 
-def _past_the_end(artifact, a, b, c):
+def _past_the_end(artifact, a, b, c, stream):
     """Right, and one element more: a store past the end of C, where a pool would have slack."""
     np.matmul(a, b, out=c)
     past = np.ndarray((c.size + 1,), dtype=c.dtype, buffer=c.base, offset=c.ctypes.data - c.base.ctypes.data)
@@ -76,7 +76,7 @@ def _build_tunable(mode, params, cache_dir):
     return Built(params["delay_ms"] / 1e3, {"compile_s": 0.0})
 
 
-def _delayed(artifact, a, b, c):
+def _delayed(artifact, a, b, c, stream):
     time.sleep(artifact)
     np.matmul(a, b, out=c)
 
@@ -116,7 +116,7 @@ def _build_specialised(mode, params, cache_dir):
     return Built(Path(path), {"compile_s": 0.0})
 
 
-def _specialised(artifact, a, b, c):
+def _specialised(artifact, a, b, c, stream):
     _compile_for_shape(artifact, a.shape[0], b.shape[1], a.shape[1])
     np.matmul(a, b, out=c)
 
@@ -126,5 +126,5 @@ register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=(
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
 
 register(Variant(family="cpu", name="planted-tf32-mode", device="cpu", modes=("fp32", "tf32"), build=_build,
-                 run=lambda artifact, a, b, c: np.matmul(a, b, out=c),
+                 run=lambda artifact, a, b, c, stream: np.matmul(a, b, out=c),
                  description="test: a variant that declares a tf32 mode"))

@@ -6,7 +6,7 @@ def _build(mode, params, cache_dir):
     return Built(None, {"compile_s": 0.0})
 
 
-def _other_stream(artifact, a, b, c):
+def _other_stream(artifact, a, b, c, stream):
     """Right, but on a stream of its own: the harness's events around it would time nothing."""
     import cupy
 
@@ -14,7 +14,7 @@ def _other_stream(artifact, a, b, c):
         cupy.matmul(a, b, out=c)
 
 
-def _dropped_term(artifact, a, b, c):
+def _dropped_term(artifact, a, b, c, stream):
     """Right except one product term of a common size (the one nearest 0.1) missing from element (m/2, n/2)."""
     import cupy
 
@@ -24,7 +24,7 @@ def _dropped_term(artifact, a, b, c):
     c[i, j] -= terms[int(cupy.argmin(cupy.abs(cupy.abs(terms) - 0.1)))]
 
 
-def _skips_once_warm(artifact, a, b, c, calls={}):
+def _skips_once_warm(artifact, a, b, c, stream, calls={}):
     """Right on its first calls with an output (as many as validation makes), then does nothing."""
     import cupy
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import tune
+from gemmbench import ROOT, tune
 from kernels import registry
 from kernels.cupy.ladder import HERE, RUNGS, cdiv
 
@@ -126,8 +126,18 @@ def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     before = tune.key(variant, "fp32", settings)
     assert before == tune.key(variant, "fp32", settings)
     assert before != tune.key(variant, "fp32", {**settings, "trials": 5})
+    same_compilers = tune.compilers()
+    assert before == tune.key(variant, "fp32", settings, same_compilers)
+    assert before != tune.key(variant, "fp32", settings, {**same_compilers, "nvrtc": "0.0"})
     source.write_text("// v2")
     assert before != tune.key(variant, "fp32", settings)
+
+
+def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
+    rung = registry.load()["cupy/10_pipelined"]
+    files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
+    assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/ladder.py",
+            "kernels/tiles.py"} <= files
 
 
 def test_every_committed_tuning_result_matches_the_current_sources():
@@ -142,7 +152,8 @@ def test_every_committed_tuning_result_matches_the_current_sources():
     for path in sorted(tune.COMMITTED.glob("*/*/*/*.json")):
         gpu, family, name, mode = path.relative_to(tune.COMMITTED).with_suffix("").parts
         variant = variants[f"{family}/{name}"]
-        assert tune.committed(cfg["tune"], variant, mode, gpu)[1], f"{path} is stale"
+        ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's
+        assert ran_with and tune.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
         found.setdefault(gpu, set()).add(variant.key)
     tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
     assert found["nvidia-h100-80gb-hbm3"] == tuned

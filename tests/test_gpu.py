@@ -37,7 +37,7 @@ def test_tf32_is_really_tensor_core_tf32(cuda):
     errors = {}
     for mode in ("fp32", "tf32"):
         c, _ = cuda.poisoned_output((512, 512))
-        variant.run(variant.build(mode, {}, None).artifact, a, b, c)
+        variant.run(variant.build(mode, {}, None).artifact, a, b, c, cuda.stream)
         cuda.synchronize()
         errors[mode] = cuda.errors(reference(a, b), c)["rel_error"]
     assert errors["tf32"] > 20 * errors["fp32"], errors
@@ -192,3 +192,12 @@ def test_the_stream_check_leaves_the_harness_stream_current_and_times_what_runs_
     assert not backend.runs_outside_stream(run, out)
     assert cupy.cuda.get_current_stream() == backend.stream
     assert backend.device_time(run) > 2 * 2048**3 / 1e15  # not faster than a PFLOP/s: the work was timed
+
+
+def test_tvm_build_facts_are_read_from_the_cubin_that_runs(tmp_path):
+    """The loaded kernel and the SASS its facts count are one cubin (NVRTC's on this node)."""
+    from kernels import registry
+
+    variant = registry.load()["tvm/02_d2l_vectorized"]
+    facts = variant.build("fp32", dict(variant.params), tmp_path).facts
+    assert facts["sass_ffma"] > 0 and facts["sass_lds128"] > 0, facts  # its register caches are float4 by schedule

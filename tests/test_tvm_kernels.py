@@ -292,3 +292,12 @@ def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_sta
     assert variant.key in {v.key for v in plan.variants(cfg, "cuda")}
     path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "classes": {}}))
     assert not plan.tuned(cfg, variant)
+
+
+@pytest.mark.parametrize("seed", [1, 5])
+def test_a_candidates_accumulators_per_thread_are_its_block_tile_over_its_threads(seed):
+    """What the search refuses unmeasured (over MAX_ACCUMULATORS) is counted from the trace's tile decisions."""
+    params = sampled_cuda_record(seed)
+    _, block = family.launch_dims(METASCHEDULE.schedule(family.matmul(256, 256, 256), params, SM90))
+    tile_i, tile_j = block_tile(params)
+    assert METASCHEDULE.accumulators(METASCHEDULE.tuned_trace(params)) * np.prod(block) == tile_i * tile_j

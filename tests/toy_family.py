@@ -6,5 +6,5 @@ from kernels.registry import Built, Variant, register
 
 register(Variant(family="toy", name="numpy-matmul", device="cpu", modes=("fp32",),
                  build=lambda mode, params, cache_dir: Built(None, {"compile_s": 0.0}),
-                 run=lambda artifact, a, b, c: np.matmul(a, b, out=c),
+                 run=lambda artifact, a, b, c, stream: np.matmul(a, b, out=c),
                  description="a family registered from outside kernels/"))

@@ -81,7 +81,7 @@ def _build(rung: Rung, mode, params, cache_dir) -> Built:
     return Built(kernels, facts)
 
 
-def _run(kernels, a0, b0, b1, d) -> None:
+def _run(kernels, a0, b0, b1, d, stream) -> None:
     import numpy as np
 
     m, k0 = a0.shape
@@ -90,7 +90,7 @@ def _run(kernels, a0, b0, b1, d) -> None:
     np0, np1 = capacity(n0), capacity(n1)
     kernels[(np0, np1, vec)]((cdiv(m, ROWS_PER_BLOCK),), (THREADS,),
                              (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
-                             shared_mem=smem_bytes(np0, np1))
+                             shared_mem=smem_bytes(np0, np1), stream=stream)
 
 
 def _variant(rung: Rung) -> Variant:

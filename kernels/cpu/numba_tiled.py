@@ -45,7 +45,7 @@ def build(mode, params, cache_dir):
                  {"compile_s": time.perf_counter() - start, "parallel": True})
 
 
-def run(artifact, a, b, c):
+def run(artifact, a, b, c, stream):
     kernel, tile_m, tile_n, tile_k = artifact
     kernel(a, b, c, tile_m, tile_n, tile_k)
 

@@ -11,7 +11,7 @@ def build(mode, params, cache_dir):
     return Built(None, {"blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip(), "compile_s": 0.0})
 
 
-def run(artifact, a, b, c):
+def run(artifact, a, b, c, stream):
     np.matmul(a, b, out=c)
 
 

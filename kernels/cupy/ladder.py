@@ -182,7 +182,7 @@ def _compile(rung: Rung, params: Mapping) -> tuple[Compiled, dict]:
     return compiled, facts
 
 
-def _run(compiled: Compiled, a, b, c) -> None:
+def _run(compiled: Compiled, a, b, c, stream) -> None:
     import numpy as np
 
     m, k = a.shape
@@ -192,7 +192,8 @@ def _run(compiled: Compiled, a, b, c) -> None:
     if rung.vec:  # float4 rows need 16-byte aligned row starts
         flag = k % 4 == 0 and n % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
     grid, block = rung.launch(params, m, n)
-    compiled.kernels[flag](grid, block, (np.int32(m), np.int32(n), np.int32(k), a, b, c), shared_mem=compiled.smem)
+    compiled.kernels[flag](grid, block, (np.int32(m), np.int32(n), np.int32(k), a, b, c), shared_mem=compiled.smem,
+                             stream=stream)
 
 
 def _unsupported(m, n, k, params) -> str | None:

@@ -224,21 +224,19 @@ def _jit(kernel):
         return cuda.jit(SIGNATURE)(kernel)
 
 
-def _run(compiled: Compiled, a, b, c) -> None:
-    import cupy
+def _run(compiled: Compiled, a, b, c, stream) -> None:
     from numba import cuda
 
-    stream_ptr = cupy.cuda.get_current_stream().ptr
-    stream = compiled.streams.get(stream_ptr)
-    if stream is None:
-        stream = compiled.streams[stream_ptr] = cuda.external_stream(stream_ptr)
+    numba_stream = compiled.streams.get(stream.ptr)
+    if numba_stream is None:
+        numba_stream = compiled.streams[stream.ptr] = cuda.external_stream(stream.ptr)
     # sync=False: Numba would otherwise wait on CuPy's stream, which the harness holds until launches are queued
     args = [cuda.as_cuda_array(x, sync=False) for x in (a, b, c)]
     if compiled.rung.gufunc:
-        compiled.kernel(args[0], args[1], out=args[2], stream=stream)
+        compiled.kernel(args[0], args[1], out=args[2], stream=numba_stream)
         return
     grid, block = compiled.rung.launch(compiled.params, a.shape[0], b.shape[1])
-    compiled.kernel[grid, block, stream](*args)
+    compiled.kernel[grid, block, numba_stream](*args)
 
 
 def _variant(rung: Rung) -> Variant:

@@ -30,6 +30,9 @@ SPACE: dict = {}  # not the generic tuner's: MetaSchedule searches its own space
 DESCRIPTION = "MetaSchedule-tuned (its CUDA space, evolutionary search, XGBoost cost model), trace moved to each shape"
 SEED_RECORDS = 32  # the best records a result keeps, to seed an empty database on another machine
 TRIALS_PER_ROUND = 64
+# Accumulators per thread beyond which a candidate is refused unmeasured: cuBLAS's FP32 kernel holds 128 (8×16) at
+# up to 255 registers; more spill to local memory, and compiling one costs seconds for nothing.
+MAX_ACCUMULATORS = 128
 # The limits MetaSchedule's GPU rules check; TVM's kernels use static shared memory, so 48 KiB.
 CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block": 1024, "thread_warp_size": 32,
                "registers_per_block": 65536}
@@ -68,6 +71,13 @@ def _tiles(trace) -> list:
     if len(tiles) != 3:
         raise ValueError(f"expected tile samples for i, j and k in the tuned trace, found {len(tiles)}")
     return tiles
+
+
+def accumulators(trace) -> int:
+    """Output elements per thread of a CUDA trace: the i and j tiles below the thread level (virtual threads and
+    the two register levels, "SSSRRSRS"), multiplied."""
+    i, j, _ = (trace.decisions[t] for t in _tiles(trace))
+    return math.prod(int(f) for f in (i[1], *i[3:], j[1], *j[3:]))
 
 
 def tuned_trace(p: Mapping):
@@ -205,7 +215,12 @@ def _tune(module, shape, target, work_dir: Path, database, workload, trials: int
         candidates = context.generate_measure_candidates()
         if not candidates:
             break
-        rows = measure([{"trace": plain(c.sch.trace.as_json()), "tuned_shape": list(shape)} for c in candidates])
+        oversized = [target.kind.name == "cuda" and accumulators(c.sch.trace) > MAX_ACCUMULATORS for c in candidates]
+        asked = [{"trace": plain(c.sch.trace.as_json()), "tuned_shape": list(shape)}
+                 for c, skip in zip(candidates, oversized) if not skip]
+        measured_rows = iter(measure(asked) if asked else [])
+        rows = [{"status": "refused", "message": f"over {MAX_ACCUMULATORS} accumulators per thread"} if skip
+                else next(measured_rows) for skip in oversized]
         results = [RunnerResult([row["median_s"]], None) if row["status"] == "ok" else
                    RunnerResult(None, f"{row['status']}: {row['message']}") for row in rows]
         for candidate, result in zip(candidates, results):
@@ -215,8 +230,9 @@ def _tune(module, shape, target, work_dir: Path, database, workload, trials: int
         context.notify_runner_results(candidates, results)
         measured += len(candidates)
         ok = [row["median_s"] for row in rows if row["status"] == "ok"]
-        log.info("MetaSchedule round: %d candidates, %d ok, fastest %s; %d of %d trials this sitting", len(rows),
-                 len(ok), f"{min(ok) * 1e3:.3f} ms" if ok else "none", measured, trials)
+        log.info("MetaSchedule round: %d candidates, %d refused unmeasured, %d ok, fastest %s; %d of %d trials "
+                 "this sitting", len(rows), sum(oversized), len(ok), f"{min(ok) * 1e3:.3f} ms" if ok else "none",
+                 measured, trials)
     context.post_tuning()
 
 

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -106,6 +107,7 @@ class Kernel:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shape: tuple[int, int, int]  # (m, n, k)
+    sass: dict  # the loaded cubin's SASS facts (sass.memory_instructions; empty without nvdisasm)
 
 
 @dataclass
@@ -127,9 +129,24 @@ class Compiled:
         import cupy
 
         generated = self.generated(shape)
-        module = cupy.RawModule(code=generated["source"], options=nvrtc_options())  # CuPy caches the cubin
-        return Kernel(module.get_function(kernel_name(generated["source"])), tuple(generated["grid"]),
-                      tuple(generated["block"]), tuple(shape))
+        with tempfile.TemporaryDirectory() as scratch:
+            path = self._cached(shape, ".cubin") or Path(scratch) / "kernel.cubin"
+            if not path.exists():
+                self._keep(path, self.cubin(generated["source"]))
+            module = cupy.RawModule(path=str(path))  # the very cubin whose SASS the facts are read from
+            function = module.get_function(kernel_name(generated["source"]))
+            if "sass" not in generated:
+                generated["sass"] = sass.memory_instructions(sass.sass_of(path.read_bytes()))
+                self._keep(self._cached(shape), generated)
+        return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"])
+
+    def cubin(self, source: str) -> bytes:
+        """NVRTC's cubin of TVM's source for this architecture (compiled here, not by RawModule, so that the
+        kernel that runs and the one whose SASS is read are one file)."""
+        from cupy.cuda import compiler
+
+        cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=self.arch.removeprefix("sm_"))
+        return cubin
 
     def generated(self, shape) -> dict:
         """TVM's CUDA source and launch extents for `shape`. They are kept in cache_dir/tvm under a key of all that
@@ -143,32 +160,29 @@ class Compiled:
         grid, block = launch_dims(sch)
         return self._keep(path, {"source": cuda_source(sch, target), "grid": grid, "block": block})
 
-    def sass_facts(self, shape) -> dict:
-        """The SASS facts (sass_facts) of the kernel for `shape`, kept with its generated source."""
-        generated = self.generated(shape)
-        if "sass" not in generated:
-            generated["sass"] = sass_facts(generated["source"], self.arch)
-            self._keep(self._cached(shape), generated)
-        return generated["sass"]
-
-    def _cached(self, shape) -> Path | None:
+    def _cached(self, shape, suffix: str = ".json") -> Path | None:
+        """Where the generated source (.json) or its cubin (.cubin) of `shape` is kept, under a key of all that
+        determines them, NVRTC's version included (None without a cache_dir)."""
         from importlib import metadata
+
+        from cupy.cuda import nvrtc
 
         if not self.cache_dir:
             return None
         digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
-        digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm")],
-                                 sort_keys=True).encode())
-        return Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}.json"
+        digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm"),
+                                  nvrtc.getVersion()], sort_keys=True).encode())
+        return Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}{suffix}"
 
     @staticmethod
-    def _keep(path: Path | None, generated: dict) -> dict:
+    def _keep(path: Path | None, content):
+        """`content` (JSON data, or bytes as they are) written to `path` atomically, if there is one."""
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(generated))
+            tmp.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
             tmp.replace(path)
-        return generated
+        return content
 
 
 def current_arch() -> str:
@@ -186,23 +200,14 @@ def _build(file: str, params: Mapping, cache_dir) -> Built:
     function = kernel.function
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
              "shared_bytes": function.shared_size_bytes, "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
-             "arch": compiled.arch, **compiled.sass_facts(kernel.shape)}
+             "arch": compiled.arch, **kernel.sass}
     return Built(compiled, facts)
 
 
-def sass_facts(source: str, arch: str) -> dict:
-    """Shared and global load widths of the kernel, from the SASS of the cubin NVRTC makes of this source with the
-    launch's options (the same compiler and options as the loaded kernel, compiled once more to read it)."""
-    from cupy.cuda import compiler
-
-    cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=arch.removeprefix("sm_"))
-    return sass.memory_instructions(sass.sass_of(cubin))
-
-
-def _run(compiled: Compiled, a, b, c) -> None:
+def _run(compiled: Compiled, a, b, c, stream) -> None:
     m, k = a.shape
     kernel = compiled.kernel(m, b.shape[1], k)
-    kernel.function(kernel.grid, kernel.block, (a, b, c))
+    kernel.function(kernel.grid, kernel.block, (a, b, c), stream=stream)
 
 
 def _tuner(module):

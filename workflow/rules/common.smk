@@ -86,7 +86,7 @@ def variant_of(wildcards):
 def variant_sources(wildcards):
     """The files that determine the variant (its kernel, launch code and shared helpers): editing one re-runs its
     tune, build, validation and bench."""
-    return plan.determining_files(variant_of(wildcards))
+    return tuning.determining_files(variant_of(wildcards))
 
 
 def tuning_result(wildcards):
