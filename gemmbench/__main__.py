@@ -85,7 +85,15 @@ def cmd_compare(args) -> int:
     runs measured a point on two different GPUs of the model (UUIDs), that agreement is also given apart."""
     from gemmbench import tables
 
-    both = tables.compare(tables.read(args.a), tables.read(args.b), args.min_size)
+    def summary(path: str):
+        """A summary table, or the folder of tables (or the example) that holds summary.csv."""
+        found = Path(path) / "summary.csv" if Path(path).is_dir() else Path(path)
+        if not found.is_file():
+            raise ConfigError(f"{path}: no summary table (give a summary.csv or a folder with one, e.g. "
+                              f"results/tables)")
+        return tables.read(found)
+
+    both = tables.compare(summary(args.a), summary(args.b), args.min_size)
     print(both.drop(columns=["gpu_uuid_a", "gpu_uuid_b"]).to_string(index=False, float_format=lambda x: f"{x:.6g}"))
 
     def spread(points) -> str:

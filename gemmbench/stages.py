@@ -118,17 +118,26 @@ def _trial(config: dict, variant: registry.Variant, size: int, params: dict) -> 
 COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core
 
 
+def _compile_ahead(config: dict, variant: registry.Variant, mode: str, points: list[Point],
+                   classes: dict | None = None) -> int:
+    """The points' kernels compiled into the shared caches by up to COMPILE_WORKERS parallel workers (they launch
+    nothing), where there is more than one core and one point; the number of workers. A compile that fails is seen
+    again, and reported, by whoever runs the point."""
+    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, chunk, classes),
+                                                 config["timing"]["point_timeout_s"], log_rows=False),
+                          [points[i::workers] for i in range(workers)]))
+    return workers
+
+
 def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
     """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
     nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
     they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
-    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
     start = time.perf_counter()
-    if workers > 1:  # a compile that fails is seen again, and reported, by the timing worker
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, chunk),
-                                                 config["timing"]["point_timeout_s"], log_rows=False),
-                          [points[i::workers] for i in range(workers)]))
+    workers = _compile_ahead(config, variant, mode, points)
     compiled = time.perf_counter()
     task = _task("tune", config, variant, mode, points)
     rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
@@ -210,6 +219,8 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     # A variant specialised per shape compiles every shape validation and bench will run, here and off the GPU lock.
     prepare = [shape.sizes for shape in _validation_shapes(config, variant, classes)
                if not plan.skip_reason(config, variant, shape)]
+    if variant.prepare:  # in parallel first (one kernel per shape; a tuned MetaSchedule one takes NVRTC seconds)
+        _compile_ahead(config, variant, mode, [Point(sizes, 0) for sizes in prepare], classes)
     task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [])
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,

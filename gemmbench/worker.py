@@ -244,11 +244,13 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
 
 
 def compile_row(variant, task: Task, point: Point) -> dict:
-    """A tune candidate compiled (and, for a variant specialised per shape, its kernel for the trial's shape) into
-    the caches shared by every process, so that the worker that times it only loads it."""
+    """A tune candidate, or a build's size class, compiled (and, for a variant specialised per shape, its kernel for
+    the point's shape) into the caches shared by every process, so that the worker that runs it only loads it."""
     start = time.perf_counter()
     try:  # nothing ran on the device, so a failure here leaves the worker usable for the next candidate
-        built, _ = build_once(variant, task.mode, {**task.params, **point.params}, task.cache_dir)
+        classes = Builds(variant, task).params  # the task's parameters, or those of each tuned size class
+        params = classes["" if "" in classes else tune.pick(classes, *point.sizes.values())]
+        built, _ = build_once(variant, task.mode, {**params, **point.params}, task.cache_dir)
         if isinstance(built, ValueError):
             return {"status": "rejected", "message": str(built)}
         if variant.prepare:

@@ -246,3 +246,5 @@ def test_compare_matches_b2b_points_by_their_whole_shape(tmp_path, capsys):
     assert main(["compare", a, b, "--min-size", "0", "--tolerance-pct", "3"]) == 0
     out = capsys.readouterr().out
     assert "2 points: largest |difference| 1.00%" in out  # k0 = 64 with k0 = 64 only, never with k0 = 1024
+    assert main(["compare", str(tmp_path), b, "--min-size", "0"]) == 2  # a folder without summary.csv: one line
+    assert "no summary table" in capsys.readouterr().err

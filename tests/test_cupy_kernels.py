@@ -31,8 +31,8 @@ RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 
 def committed_params(variant) -> list[dict]:
-    """The parameter sets of the variant's committed H200 size classes (none if it has no result)."""
-    path = tune.committed_path("nvidia-h200", variant, "fp32")
+    """The parameter sets of the variant's committed H100 size classes (none if it has no result)."""
+    path = tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
     classes = json.loads(path.read_text())["classes"] if path.exists() else {}
     return [{**variant.params, **c["params"]} for c in classes.values()]
 
@@ -157,4 +157,3 @@ def test_every_committed_tuning_result_matches_the_current_sources():
         found.setdefault(gpu, set()).add(variant.key)
     tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
     assert found["nvidia-h100-80gb-hbm3"] == tuned
-    assert {v for v in tuned if v.startswith("cupy/")} <= found["nvidia-h200"]

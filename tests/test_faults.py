@@ -1,5 +1,6 @@
 """Fault injection through the real stages: wrong, hanging and crashing kernels end as status rows."""
 import json
+import os
 
 import pytest
 
@@ -121,7 +122,10 @@ def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp
     build = stages.build(cfg, "cpu/planted-specialised", "fp32", tmp_path / "build.json")
     assert build["status"] == "ok" and "compiled ahead for 2 of 3 shapes" in build["message"]
     assert build["prepare_failed"] == ["7x13x5: ValueError: no kernel for 7x13x5"]
-    assert sorted(p.name for p in (tmp_path / "cache" / "planted-specialised").iterdir()) == ["128x128x128", "32x32x32"]
+    kernels = sorted((tmp_path / "cache" / "planted-specialised").iterdir())
+    assert [p.name for p in kernels] == ["128x128x128", "32x32x32"]
+    if (os.cpu_count() or 1) > 1:  # compiled by parallel workers, one shape each here
+        assert len({p.read_text() for p in kernels}) == 2
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-specialised")
     assert rows[(7, 13, 5)]["status"] == "error" and "no kernel for 7x13x5" in rows[(7, 13, 5)]["message"]
     assert rows[(32, 32, 32)]["status"] == "ok" and bench["status"] == "ok"

@@ -78,13 +78,13 @@ B2B = sorted(k for k, v in registry.load().items() if v.workload == "b2b" and v.
 
 @pytest.mark.parametrize("key", LADDERS)
 def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
-    """Aligned (float4) and unaligned shapes, tiles cut at every edge, with the H200 size classes' kernels."""
+    """Aligned (float4) and unaligned shapes, tiles cut at every edge, with the H100 size classes' kernels."""
     from gemmbench import tune
     variant = registry.load()[key]
     cfg = config.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
                            "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                                  [4096, 96, 8192], [2048, 2048, 2048]]})
-    tuned = tune.committed_path("nvidia-h200", variant, "fp32")
+    tuned = tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
     build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tuned if tuned.exists() else None)
     assert build["status"] == "ok", build["message"]
     rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
