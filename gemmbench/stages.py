@@ -24,6 +24,31 @@ from kernels import registry
 log = logging.getLogger("gemmbench")
 
 
+# The config sections each stage reads; "sweep" and "listed" stand for those its workload's sweep and awkward
+# shapes read (Workload.config_keys). A stage's rule passes exactly these, narrowed to its job's variant and mode
+# (config_for), as the params the stage runs on: a change to one of them re-runs the stage's jobs, a change to any
+# other section does not.
+_RUNS = ("variant_modules", "params", "timing", "tolerance", "cache", "cache_dir")
+READS = {
+    "tune": (*_RUNS, "tune", "seed"),
+    "build": (*_RUNS, "workload", "max_size", "sweep", "listed"),
+    "validate": (*_RUNS, "workload", "max_size", "seed", "sweep", "listed"),
+    "bench": (*_RUNS, "workload", "max_size", "seed", "sweep"),
+}
+
+
+def config_for(config: dict, stage: str, key: str, mode: str) -> dict:
+    """What `stage` reads of the validated `config` for variant `key` in `mode` (READS): the params and max_size
+    entries of that variant (or its family), the tolerance of that mode."""
+    shapes = workloads.get(config["workload"]).config_keys
+    sections = dict.fromkeys(s for name in READS[stage] for s in shapes.get(name, (name,)))
+    family = key.split("/")[0]
+    narrowed = {"params": {k: v for k, v in config["params"].items() if k == key},
+                "max_size": {k: v for k, v in config["max_size"].items() if k in (key, family)},
+                "tolerance": {mode: config["tolerance"][mode]}}
+    return {section: narrowed.get(section, config[section]) for section in sections}
+
+
 def _variant(config: dict, key: str) -> registry.Variant:
     return registry.load(config["variant_modules"])[key]
 

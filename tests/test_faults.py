@@ -161,3 +161,38 @@ def test_tf32_with_the_override_that_turns_it_off_is_refused(cfg, tmp_path, monk
     cfg.update(modes=["tf32"])
     build = stages.build(cfg, "cpu/planted-tf32-mode", "tf32", tmp_path / "build.json")
     assert build["status"] == "error" and "NVIDIA_TF32_OVERRIDE=0" in build["message"]
+
+
+class Reads(dict):
+    """A config that records which sections are read."""
+
+    def __init__(self, sections):
+        super().__init__(sections)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+@pytest.mark.parametrize("workload, key", [("gemm", "cpu/planted-tunable"), ("b2b", "cpu/b2b_unfused_numpy-blas")])
+def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, cpu_config, workload, key):
+    """A stage given only its sections (config_for, its rule's params) runs, and reads every one of them: the
+    params are what the stage reads, so changing one re-runs its jobs and changing another section does not."""
+    cpu_config.update(variant_modules=["tests.planted"], workload=workload, tune={"trials": 2, "sizes": [32]},
+                      cache_dir=str(tmp_path / "cache"), params={key: {}}, max_size={"cpu": 4096, "cupy": 64})
+    if workload == "b2b":
+        cpu_config["b2b"] = {"m": [64], "k0": [16], "n0": [16], "n1": [16], "validation_shapes": [[7, 5, 3, 2]]}
+    full = config.validate(cpu_config)
+    paths = {name: tmp_path / f"{name}.json" for name in ("tune", "build", "validate", "bench")}
+    run = {"tune": lambda c: stages.tune(c, key, "fp32", "test-cpu", paths["tune"]),
+           "build": lambda c: stages.build(c, key, "fp32", paths["build"],
+                                           paths["tune"] if workload == "gemm" else None),
+           "validate": lambda c: stages.validate(c, key, "fp32", paths["build"], paths["validate"]),
+           "bench": lambda c: stages.bench(c, key, "fp32", paths["build"], paths["validate"], paths["bench"])}
+    for stage in run if workload == "gemm" else ("build", "validate", "bench"):
+        given = Reads(stages.config_for(full, stage, key, "fp32"))
+        run[stage](given)
+        assert given.read == set(given), (stage, set(given) - given.read)
+        assert dict(given)["params"] == {key: {}}  # narrowed to this variant (and max_size to it or its family)
+        assert dict(given).get("max_size", {"cpu": 4096}) == {"cpu": 4096}

@@ -35,6 +35,8 @@ class Workload:
     sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order
     listed: Callable[[dict], list]  # (validated config) -> the awkward shapes it lists for this workload
     just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
+    # the config sections that sweep and listed read, by those names
+    config_keys: Mapping[str, tuple[str, ...]]
     plots: Mapping[str, Callable] = field(default_factory=dict)  # its own figures: name -> (ok rows) -> Figure
     sections: Callable[[object, list], list[dict]] | None = None  # (summary, devices) -> its report tables
 

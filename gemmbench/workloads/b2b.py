@@ -120,6 +120,6 @@ WORKLOAD = Workload(
     compared=("b2b_speedup",),
     position=lambda d: d["m"], speedups=True,
     sweep=lambda config: list(itertools.product(*(config["b2b"][a] for a in ("m", "k0", "n0", "n1")))),
-    listed=lambda config: config["b2b"]["validation_shapes"],
+    listed=lambda config: config["b2b"]["validation_shapes"], config_keys={"sweep": ("b2b",), "listed": ("b2b",)},
     just=lambda d: {"b2b": {**{axis: [size] for axis, size in d.items()}, "validation_shapes": []}},
     plots={"b2b_speedup": speedup_figure}, sections=tables)

@@ -20,6 +20,7 @@ WORKLOAD = Workload(
     position=lambda d: np.cbrt(d["m"] * d["n"] * d["k"]), speedups=False,
     sweep=lambda config: [(n, n, n) for n in config["sizes"]],
     listed=lambda config: config["validation_shapes"],
+    config_keys={"sweep": ("sizes",), "listed": ("validation_shapes",)},
     # a square shape is the sweep; any other is validated as an awkward one and timed as the sweep's only point
     just=lambda d: {"sizes": [d["m"]], "validation_shapes": []} if d["m"] == d["n"] == d["k"] else
     {"sizes": [1], "validation_shapes": [[d["m"], d["n"], d["k"]]]})

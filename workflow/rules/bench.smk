@@ -12,8 +12,6 @@ rule bench:
     resources:
         gpu=gpus_needed,
     params:
-        shapes=lambda w: [s.label for s in plan.sweep_shapes(config)],
-        timing=config["timing"],
-        cache=config["cache"],
+        config=lambda w: stages.config_for(config, "bench", f"{w.family}/{w.variant}", w.mode),
     script:
         "../scripts/bench.py"

@@ -14,6 +14,7 @@ from gemmbench import (
     logs,
     plan,
     provenance,
+    stages,
     tune as tuning,
     workloads,
 )

@@ -11,8 +11,6 @@ rule validate:
     resources:
         gpu=gpus_needed,
     params:
-        shapes=lambda w: [s.label for s in plan.validation_shapes(config)],
-        tolerance=lambda w: config["tolerance"][w.mode],
-        seed=config["seed"],
+        config=lambda w: stages.config_for(config, "validate", f"{w.family}/{w.variant}", w.mode),
     script:
         "../scripts/validate.py"

@@ -2,4 +2,4 @@ from gemmbench import logs, stages
 
 logs.setup(snakemake.log[0])
 w = snakemake.wildcards
-stages.tune(snakemake.config, f"{w.family}/{w.variant}", w.mode, w.gpu, snakemake.output[0])
+stages.tune(snakemake.params.config, f"{w.family}/{w.variant}", w.mode, w.gpu, snakemake.output[0])
