@@ -1,7 +1,7 @@
 """What is computed, apart from how: a workload is one module of this package (gemm.py, b2b.py) defining WORKLOAD,
 with its shape axes and sweep, operands, fp64 reference and cost, where it sits on the figures, its derived
 columns, and its own figures and report sections. The harness names no workload: it asks the one a row names.
-A variant declares its workload; it is run as run(artifact, *operands, out).
+A variant declares its workload; it is run as run(artifact, *operands, out, stream).
 Every array is float32 in storage; the formulas work on ints and on pandas columns alike.
 """
 from __future__ import annotations
