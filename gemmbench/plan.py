@@ -81,6 +81,9 @@ def validation_shapes(config: dict) -> list[Shape]:
 def variants(config: dict, device: str) -> list[registry.Variant]:
     """The variants to run: chosen families, optional allow-list, and only CPU variants without a GPU."""
     known = registry.load(config["variant_modules"])
+    if config["workload"] not in workloads.WORKLOADS:
+        raise ConfigError(f"workload: {config['workload']!r} is not registered ({sorted(workloads.WORKLOADS)}; a "
+                          f"module named in variant_modules may register one)")
     unknown = [key for key in config["variants"] if key not in known]
     if unknown:
         raise ConfigError(f"variants: unknown {unknown}; registered variants are {sorted(known)}")

@@ -75,7 +75,6 @@ class Variant:
 _REGISTRY: dict[str, Variant] = {}
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
                    "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused", "kernels.b2b.fused")
-WORKLOADS = ("gemm", "b2b")
 ROLES = ("", "baseline", "unfused")
 
 
@@ -85,8 +84,8 @@ def register(variant: Variant) -> Variant:
                          f"({FAMILY_NAME.pattern}); it names folders, wildcards and table rows")
     if variant.role not in ROLES:
         raise ValueError(f"variant {variant.key}: unknown role {variant.role!r} (one of {ROLES})")
-    if variant.workload not in WORKLOADS:
-        raise ValueError(f"variant {variant.key}: unknown workload {variant.workload!r} (one of {WORKLOADS})")
+    if not FAMILY_NAME.fullmatch(variant.workload):
+        raise ValueError(f"variant {variant.key}: workload {variant.workload!r} is not a lower-case name")
     unknown = set(variant.modes) - set(MODES)
     if unknown:
         raise ValueError(f"variant {variant.key}: unknown modes {sorted(unknown)} (one of {MODES})")

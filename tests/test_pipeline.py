@@ -213,6 +213,24 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
             "03_smem_tiles", "04_rect_tiles"], rule
 
 
+def test_a_workload_from_one_module_outside_the_harness_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
+    """tests/toy_workload.py registers the gemv workload and its one variant; the config names that module and the
+    workload, and the run plans, validates, times, tabulates, draws and reports it like gemm."""
+    cpu_config.update(variant_modules=["tests.toy_workload"], workload="gemv", families=["toy"], sizes=[64, 128])
+    result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = pd.read_csv(tmp_path / "results/tables/summary.csv")
+    assert list(summary["workload"]) == ["gemv", "gemv"] and (summary["status"] == "ok").all()
+    assert list(summary["m"]) == [64, 128] and summary["n"].isna().all()
+    validation = pd.read_csv(tmp_path / "results/tables/validation.csv")
+    assert sorted(zip(validation["m"], validation["k"])) == [(7, 13), (64, 64), (128, 128)]
+    assert (validation["status"] == "ok").all()
+    html = (tmp_path / "reports/report.html").read_text()
+    assert "toy/numpy-gemv" in html and "2·m·k" in html
+    unknown = snakemake(tmp_path, "-n", config={**cpu_config, "workload": "nosuch"})
+    assert unknown.returncode != 0 and "workload: 'nosuch' is not registered" in unknown.stdout + unknown.stderr
+
+
 def test_a_family_from_a_module_outside_kernels_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
     """No list of families to extend: a module named in variant_modules registers "toy", and the config runs it."""
     cpu_config.update(variant_modules=["tests.toy_family"], families=["cpu", "toy"], sizes=[64],

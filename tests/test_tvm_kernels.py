@@ -287,10 +287,16 @@ def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_sta
     settings = {"trials": 7, "seed": 0, "sizes": [4096]}
     path = tune.committed_path("test-gpu", variant, "fp32")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings), "settings": settings, "classes": {}}))
+    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings), "settings": settings,
+                                "compilers": tune.compilers(), "classes": {}}))
     assert plan.tuned(cfg, variant) and tune.committed(cfg["tune"], variant, "fp32", "test-gpu")[1]
     assert variant.key in {v.key for v in plan.variants(cfg, "cuda")}
-    path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "classes": {}}))
+    other = {"nvrtc": "0.0"}  # searched with other compilers: without a budget to search again, it still stands
+    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings, other), "settings": settings,
+                                "compilers": other, "classes": {}}))
+    assert plan.tuned(cfg, variant)
+    path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "compilers": tune.compilers(),
+                                "classes": {}}))
     assert not plan.tuned(cfg, variant)
 
 

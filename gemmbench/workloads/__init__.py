@@ -54,11 +54,25 @@ class Workload:
         return dict(zip(self.axes, values))
 
 
-WORKLOADS = {}  # name -> Workload: every module of this package defines one (WORKLOAD)
+WORKLOADS = {}  # name -> Workload: every module of this package defines one (WORKLOAD); others `register` theirs
+
+
+def register(workload: Workload) -> Workload:
+    """A workload defined outside this package (in a module the config's variant_modules names, beside its
+    variants); its axes must be table columns (SHAPE_COLUMNS)."""
+    unknown = set(workload.axes) - set(SHAPE_COLUMNS)
+    if unknown:
+        raise ValueError(f"workload {workload.name!r}: axes {sorted(unknown)} are not table columns {SHAPE_COLUMNS}")
+    WORKLOADS[workload.name] = workload
+    return workload
+
+
 for _module in pkgutil.iter_modules(__path__):
-    _workload = importlib.import_module(f"{__name__}.{_module.name}").WORKLOAD
-    WORKLOADS[_workload.name] = _workload
+    register(importlib.import_module(f"{__name__}.{_module.name}").WORKLOAD)
 
 
 def get(name: str) -> Workload:
+    if name not in WORKLOADS:
+        raise KeyError(f"workload {name!r} is not registered ({sorted(WORKLOADS)}; a module named in "
+                       f"variant_modules may register one)")
     return WORKLOADS[name]

@@ -1,6 +1,8 @@
 from pathlib import Path
 
 from gemmbench import logs, stages
+from kernels import registry
 
 logs.setup(snakemake.log[0])
+registry.load(snakemake.config["variant_modules"])  # they may register workloads the rows name
 stages.plot(Path(snakemake.input.summary).parent, snakemake.output.png)
