@@ -30,7 +30,7 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
     checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
     figures = {
         "tflops_vs_size": lambda: _tflops_vs_size(ok),
-        "pct_of_cublas": lambda: _pct_of_cublas(ok),
+        "pct_of_baseline": lambda: _pct_of_baseline(ok),
         "ladder": lambda: _ladder(ok),
         "roofline": lambda: _roofline(ok, devices),
         "validation_error": lambda: _validation_error(checked),
@@ -160,8 +160,8 @@ def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
     return _family_grid(ok, draw, "Achieved TFLOP/s vs size, per family", "TFLOP/s", log=_wide(ok["tflops"]))
 
 
-def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
-    compared = ok.dropna(subset=["pct_of_cublas"]) if not ok.empty else ok
+def _pct_of_baseline(ok: pd.DataFrame) -> plt.Figure:
+    compared = ok.dropna(subset=["pct_of_baseline"]) if not ok.empty else ok
     compared = compared[compared["role"] != "baseline"] if not compared.empty else compared
     if compared.empty or not (ok["role"] == "baseline").any():
         return placeholder("% of cuBLAS vs size",
@@ -169,8 +169,8 @@ def _pct_of_cublas(ok: pd.DataFrame) -> plt.Figure:
 
     def draw(ax, rows):
         ax.axhline(100, color="black", linestyle="--", linewidth=1, label="the baseline")
-        _variant_lines(ax, rows, "pct_of_cublas")
-        if _wide(rows["pct_of_cublas"]):
+        _variant_lines(ax, rows, "pct_of_baseline")
+        if _wide(rows["pct_of_baseline"]):
             ax.set_yscale("log")
         else:
             ax.set_ylim(bottom=0)
@@ -184,7 +184,7 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return ok
     laddered = [name for name, w in workloads.WORKLOADS.items() if "ladder" in w.figures]
-    ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_cublas"])
+    ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_baseline"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]
 
@@ -196,7 +196,7 @@ def _ladder(ok: pd.DataFrame) -> plt.Figure:
     rows = rows.assign(n=rows["m"].astype(int).astype(str), panel=rows["family"] + " · " + rows["mode"]).sort_values(
         ["family", "mode", "variant"])
     sizes = sorted(rows["n"].unique(), key=int)
-    grid = sns.catplot(data=rows, x="variant", y="pct_of_cublas", hue="n", hue_order=sizes, col="panel",
+    grid = sns.catplot(data=rows, x="variant", y="pct_of_baseline", hue="n", hue_order=sizes, col="panel",
                        col_wrap=min(2, rows["panel"].nunique()), kind="bar", palette="viridis", height=3.4,
                        aspect=1.9, sharex=False, sharey=True)
     grid.set_titles("{col_name}")

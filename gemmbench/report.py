@@ -17,8 +17,8 @@ from gemmbench.workloads import SHAPE_COLUMNS
 TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_cublas", "pct_of_peak", "peak_tflops", "median_ci_rel",
-                   "speedup_vs_cublas", "speedup_vs_unfused_best"]
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "median_ci_rel",
+                   "speedup_vs_baseline", "speedup_vs_unfused_best"]
 
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
@@ -228,7 +228,7 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
         rows = [{"family": r.family, "variant": r.variant, "tflops": f"{r.tflops:.3g}",
-                 "pct_of_cublas": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.0f}%",
+                 "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
                  "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
                  "precision": _precision(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
@@ -239,16 +239,16 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
 def _at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:
     """For workloads measured against a baseline over many shapes (those with speedup columns, b2b): per GPU, mode
     and cache, each variant's best speedup over the baseline and how many shapes it wins."""
-    ok = summary[summary["status"] == "ok"].dropna(subset=["speedup_vs_cublas"])
+    ok = summary[summary["status"] == "ok"].dropna(subset=["speedup_vs_baseline"])
     blocks = []
     for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
         rows = []
         for (family, variant), points in group.groupby(["family", "variant"]):
-            best = points.loc[points["speedup_vs_cublas"].idxmax()]
+            best = points.loc[points["speedup_vs_baseline"].idxmax()]
             rows.append({"variant": f"{family}/{variant}",
-                         "best": f"{best.speedup_vs_cublas:.2f}× at {shape_text(best)}",
-                         "wins": f"{int((points['speedup_vs_cublas'] > 1).sum())} of {len(points)}",
-                         "speedup": best.speedup_vs_cublas})
+                         "best": f"{best.speedup_vs_baseline:.2f}× at {shape_text(best)}",
+                         "wins": f"{int((points['speedup_vs_baseline'] > 1).sum())} of {len(points)}",
+                         "speedup": best.speedup_vs_baseline})
         rows.sort(key=lambda r: -r["speedup"])
         top = next((r for r in rows if r["speedup"] != 1.0), rows[0])
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "rows": rows,
@@ -276,7 +276,7 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {r.tflops:.3g}" + (
-            "" if pd.isna(r.pct_of_cublas) else f" · {r.pct_of_cublas:.0f}%") for r in rows.itertuples()}}
+            "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
     return tables
@@ -312,19 +312,19 @@ def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
                                                   f"TFLOP/s at the max SM clock)")
         words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {r.tflops:.3g} "
                      f"TFLOP/s{peak}.")
-    others = best[(best["role"] != "baseline") & best["pct_of_cublas"].notna()]
+    others = best[(best["role"] != "baseline") & best["pct_of_baseline"].notna()]
     if not baseline.empty and not others.empty:
-        top = others.sort_values("pct_of_cublas", ascending=False).iloc[0]
+        top = others.sort_values("pct_of_baseline", ascending=False).iloc[0]
         words.append(f"The closest other family is {top.family}: {top.family}/{top.variant} at "
-                     f"{top.pct_of_cublas:.0f}% of the baseline.")
-        rest = others[others["family"] != top.family].sort_values("pct_of_cublas", ascending=False)
+                     f"{top.pct_of_baseline:.0f}% of the baseline.")
+        rest = others[others["family"] != top.family].sort_values("pct_of_baseline", ascending=False)
         if not rest.empty:
-            words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_cublas:.0f}%"
+            words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_baseline:.0f}%"
                                              for r in rest.itertuples()) + ".")
     elif baseline.empty:  # a CPU: compared with its host's cuBLAS, if that ran
         words.append(f"At {size}×{size}×{size}: " + "; ".join(
-            f"{r.family}/{r.variant} {r.tflops:.3g} TFLOP/s" + ("" if pd.isna(r.pct_of_cublas) else
-                                                                f", {r.pct_of_cublas:.2g}% of its host's cuBLAS")
+            f"{r.family}/{r.variant} {r.tflops:.3g} TFLOP/s" + ("" if pd.isna(r.pct_of_baseline) else
+                                                                f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
             for r in best.itertuples()) + ".")
     return " ".join(words)
 
@@ -345,7 +345,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
         rows = []
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
-                                "pct": "" if pd.isna(r.pct_of_cublas) else f"{r.pct_of_cublas:.1f}",
+                                "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
                                 "clock": "" if pd.isna(getattr(r, "sm_clock_mhz", None)) else f"{r.sm_clock_mhz:.0f}",
                                 "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
                                 "precision": _precision(r),
@@ -367,7 +367,7 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
         sizes = sorted(group["m"].astype(int).unique())
         table = {}
         for r in group.sort_values("variant").itertuples():
-            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_cublas:.1f}"}
+            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}"}
         tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
                        "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
     return tables

@@ -85,16 +85,16 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     # cuBLAS of their own host. b2b: the speedups over two cuBLAS calls and over the fastest unfused variant.
     shape = ["workload", "mode", *SHAPE_COLUMNS]
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
-    frame = frame.drop(columns=["pct_of_cublas"])
+    frame = frame.drop(columns=["pct_of_baseline"])
     baseline = frame[(frame.role == "baseline") & ok]
     frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "baseline_s"})
     unfused = frame[frame.role.isin(["baseline", "unfused"]) & (frame.status == "ok")]
     frame = _merge_reference(frame, unfused.sort_values("median_s"), shape).rename(
         columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
-    frame["pct_of_cublas"] = 100 * frame.baseline_s / frame.median_s.where(ok)
+    frame["pct_of_baseline"] = 100 * frame.baseline_s / frame.median_s.where(ok)
     fused = frame.workload.isin([name for name, w in workloads.WORKLOADS.items() if w.speedups])
-    frame["speedup_vs_cublas"] = (frame.baseline_s / frame.median_s).where(ok & fused)
+    frame["speedup_vs_baseline"] = (frame.baseline_s / frame.median_s).where(ok & fused)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
     frame["throttled"] = frame.throttled.astype("boolean")
     for flag in ("converged", "thin_median", "git_dirty"):
@@ -154,8 +154,10 @@ COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
 
 def read(path) -> pd.DataFrame:
     """A summary or validation table from disk, tables from before the b2b workload included (they lack its shape
-    columns and `workload`: they are gemm) and from before roles (their baseline was cuBLAS)."""
-    frame = pd.read_csv(path)
+    columns and `workload`: they are gemm) and from before roles (their baseline was cuBLAS, and the columns
+    relative to it were named after it)."""
+    frame = pd.read_csv(path).rename(columns={"pct_of_cublas": "pct_of_baseline",
+                                              "speedup_vs_cublas": "speedup_vs_baseline"})
     legacy_role = frame["family"].eq("cublas").map({True: "baseline", False: ""})
     return frame.assign(**{c: frame[c] if c in frame else pd.NA for c in SHAPE_COLUMNS},
                         workload=frame["workload"] if "workload" in frame else "gemm",

@@ -34,7 +34,7 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     assert len(summary) == 6 and set(summary.variant) == {"numpy-blas", "numba-tiled"}
     assert (summary.status == "ok").all(), summary[["variant", "m", "status", "message"]]
     assert (summary.median_s > 0).all() and (summary.tflops > 0).all() and (summary.rel_error < 1e-4).all()
-    assert summary.pct_of_cublas.isna().all()  # no cuBLAS on a CPU run: no ratio is invented
+    assert summary.pct_of_baseline.isna().all()  # no cuBLAS on a CPU run: no ratio is invented
     # what made the numbers: the tree's commit in every row, the toolchain in every build
     source = provenance.source(str(ROOT))
     assert set(summary.git_commit.fillna("")) == {source["git_commit"] or ""}
@@ -50,7 +50,7 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     for figure in ("tflops_vs_size", "roofline", "validation_error"):
         assert (workdir / f"reports/figures/{figure}.png").stat().st_size > 0
         assert (workdir / f"reports/figures/{figure}.svg").stat().st_size > 0
-    for figure in ("ladder", "pct_of_cublas"):  # they compare with cuBLAS, which a CPU run has not: not drawn empty
+    for figure in ("ladder", "pct_of_baseline"):  # they compare with cuBLAS, which a CPU run has not: not drawn empty
         assert not (workdir / f"reports/figures/{figure}.png").exists()
 
 
@@ -183,7 +183,7 @@ def test_a_killed_run_continues_with_the_same_command_and_measures_only_the_miss
 def test_tables_schema_is_the_one_the_issue_promises():
     required = set(tables.SCHEMA["summary"]["required"])
     assert {"gpu", "family", "variant", "mode", "m", "n", "k", "status", "median_s", "tflops",
-            "pct_of_cublas", "pct_of_peak", "rel_error"} <= required
+            "pct_of_baseline", "pct_of_peak", "rel_error"} <= required
     assert json.dumps(tables.SCHEMA)  # plain data
 
 

@@ -18,7 +18,7 @@ from gemmbench.report import render_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]
-FIGURES = {"ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"}
+FIGURES = {"ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error"}
 SECTIONS = ["At a glance", "Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
             "Environment", "Methodology", "Downloads"]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -69,12 +69,12 @@ def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[i
                      "sm_clock_mhz_after": 1965.0, "sm_clock_mean_mhz": 1970.0, "sm_clock_min_mhz": 1965.0,
                      "slowdown_share": 0.0, "pct_of_peak_at_clock": 100 * tflops / peak * 1980 / 1970,
                      "temperature_c": 55.0, "power_w": 450.0,
-                     "throttled": False, "throttle_reasons": "", "speedup_vs_cublas": None,
+                     "throttled": False, "throttle_reasons": "", "speedup_vs_baseline": None,
                      "speedup_vs_unfused_best": None})
     summary = pd.DataFrame(rows)
     cublas = summary[summary["family"] == "cublas"].set_index(["mode", "n"])["median_s"]
     reference = pd.Series(list(zip(summary["mode"], summary["n"])), index=summary.index).map(cublas)
-    return summary.assign(pct_of_cublas=100 * reference / summary["median_s"])
+    return summary.assign(pct_of_baseline=100 * reference / summary["median_s"])
 
 
 def _validation(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
@@ -124,7 +124,7 @@ def _cpu_run() -> dict:
     variants = [("cpu", "numpy", 0.5), ("cpu", "naive", 0.01)]
     sizes = [64, 128]
     return {"devices": [CPU],
-            "summary": _summary(CPU, variants, sizes, {}).assign(pct_of_cublas=np.nan, peak_tflops=np.nan),
+            "summary": _summary(CPU, variants, sizes, {}).assign(pct_of_baseline=np.nan, peak_tflops=np.nan),
             "validation": _validation(CPU, variants, sizes, {
                 ("naive", "fp32", 128): ("failed", FAILED_MESSAGE, 3.1e-2)}),
             "builds": _builds(variants)}

@@ -15,7 +15,7 @@ def b2b_rows(ok):
     """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
     if ok.empty:
         return ok
-    return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_cublas"])
+    return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_baseline"])
 
 
 def speedup_figure(ok):
@@ -29,7 +29,7 @@ def speedup_figure(ok):
         return placeholder("b2b: fused vs two cuBLAS calls", "no b2b point with a cuBLAS baseline in this run")
     rows = rows.assign(n0_n1=rows["n0"].astype(str) + "×" + rows["n1"].astype(str),
                        k0=rows["k0"].astype(int)).sort_values(["m", "n0", "n1"])
-    grid = sns.relplot(data=rows, x="m", y="speedup_vs_cublas", hue="n0_n1", style="series",
+    grid = sns.relplot(data=rows, x="m", y="speedup_vs_baseline", hue="n0_n1", style="series",
                        col="k0", row="mode", row_order=modes_in(rows), kind="line", marker="o",
                        height=3.2, aspect=1.15, facet_kws=dict(sharey=True))
     grid.set_titles("{row_name} · k0 = {col_name}")
@@ -70,7 +70,7 @@ def tables(summary, devices: list[dict]) -> list[dict]:
         variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (v not in first, v))
         rows = {}
         for r in group.sort_values(["m", "k0", "n0", "n1"]).itertuples():
-            speedup = "" if pd.isna(r.speedup_vs_cublas) else f"{r.speedup_vs_cublas:.2f}×"
+            speedup = "" if pd.isna(r.speedup_vs_baseline) else f"{r.speedup_vs_baseline:.2f}×"
             rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
                 "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
         fused = group["role"] == ""

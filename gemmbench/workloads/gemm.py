@@ -14,8 +14,8 @@ WORKLOAD = Workload(
     scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
     formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
-    figures=("ladder", "tflops_vs_size", "pct_of_cublas", "roofline", "validation_error"),
-    compared=("ladder", "pct_of_cublas"),
+    figures=("ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error"),
+    compared=("ladder", "pct_of_baseline"),
     # the cube root of m·n·k: n for a square shape, an awkward shape placed by its volume
     position=lambda d: np.cbrt(d["m"] * d["n"] * d["k"]), speedups=False,
     sweep=lambda config: [(n, n, n) for n in config["sizes"]],
