@@ -40,6 +40,8 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
         assert job["gpu"] == ("1" if on_gpu else "0"), job
         assert job["runtime"] == ("240" if job["rule"] == "tune" else "60") and job["mem_mb"] == "16000"
     assert sorted(w.split("variant=")[1].split(",")[0] for w in reused) == sorted(v.name for v in rungs)
+    for variant in rungs:  # the committed result is the tune job's input: committing another re-runs it
+        assert f"config/tuning/test-gpu/cupy/{variant.name}/fp32.json" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("config, named", [([], "device: auto"), (GPU_RUN[:2], "tune.gpu")])

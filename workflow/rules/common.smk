@@ -123,6 +123,13 @@ def planned(pattern):
     ]
 
 
+def committed_tuning(wildcards):
+    """The committed tuning result the tune stage reads for this GPU model, where there is one: committing a new one
+    re-runs the tune job (and so everything after it)."""
+    path = tuning.committed_path(wildcards.gpu, variant_of(wildcards), wildcards.mode)
+    return [str(path)] if path.exists() else []
+
+
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
     _, reusable = tuning.committed(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu)

@@ -1,6 +1,7 @@
 rule tune:
     input:
         sources=variant_sources,
+        committed=committed_tuning,
     output:
         "results/tune/{gpu}/{family}/{variant}/{mode}.json",
     log:
