@@ -50,12 +50,13 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
 def determining_files(variant: registry.Variant) -> list[str]:
     """The files whose edits must re-run a variant's jobs: its declared sources, the module that defines it (its
     launch code) and the kernels/ modules that module uses (shared helpers such as kernels/tiles.py)."""
-    module = sys.modules[variant.build.__module__] if variant.build else None
-    used = {module.__name__} if module else set()
-    for value in vars(module).values() if module else ():
-        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-        if isinstance(owner, str) and owner.startswith("kernels.") and owner != registry.__name__:
-            used.add(owner)
+    used = set()
+    if variant.build:
+        module = sys.modules[variant.build.__module__]
+        owners = (value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+                  for value in vars(module).values())
+        used = {module.__name__, *(owner for owner in owners if isinstance(owner, str)
+                                   and owner.startswith("kernels.") and owner != registry.__name__)}
     return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
 
 

@@ -79,8 +79,12 @@ class Builds:
             raise BuildFailed(f"build failed: {type(built).__name__}: {built}") from built
         return self.params[size], built
 
+    def size_class(self, point: Point) -> str:
+        """The class whose kernel runs the point (the nearest tuned size; "" for the task's parameters)."""
+        return "" if "" in self.params else tune.pick(self.params, *point.sizes.values())
+
     def for_point(self, point: Point) -> tuple[dict, object]:
-        return self.get("" if "" in self.params else tune.pick(self.params, *point.sizes.values()))
+        return self.get(self.size_class(point))
 
 
 def build_row(variant, task: Task, backend) -> dict:
@@ -248,9 +252,9 @@ def compile_row(variant, task: Task, point: Point) -> dict:
     the point's shape) into the caches shared by every process, so that the worker that runs it only loads it."""
     start = time.perf_counter()
     try:  # nothing ran on the device, so a failure here leaves the worker usable for the next candidate
-        classes = Builds(variant, task).params  # the task's parameters, or those of each tuned size class
-        params = classes["" if "" in classes else tune.pick(classes, *point.sizes.values())]
-        built, _ = build_once(variant, task.mode, {**params, **point.params}, task.cache_dir)
+        builds = Builds(variant, task)  # a build's compile task carries its size classes
+        built, _ = build_once(variant, task.mode, {**builds.params[builds.size_class(point)], **point.params},
+                              task.cache_dir)
         if isinstance(built, ValueError):
             return {"status": "rejected", "message": str(built)}
         if variant.prepare:

@@ -1,5 +1,6 @@
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,13 @@ def snakemake_command(workdir: Path) -> list[str]:
 
 
 SNAKEMAKE_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def tree_copy(path: Path) -> Path:
+    """A copy of the repository's sources at `path` (no results, caches or environments), to edit freely."""
+    shutil.copytree(ROOT, path, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".gpu-node", ".snakemake", "results", "reports", "__pycache__"))
+    return path
 
 
 def write_config(workdir: Path, config: dict) -> Path:

@@ -1,11 +1,10 @@
 """The SLURM profile, planned here (.ci/slurm-test submits through it to a real SLURM)."""
 import json
-import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake
+from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, tree_copy
 
 from gemmbench import config, tune
 from kernels import registry
@@ -17,9 +16,7 @@ GPU_RUN = ["--config", "device=cuda", "tune={gpu: NVIDIA H200}"]
 def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     """On a copy of the tree with committed results for the CuPy rungs on "Test GPU", keyed with this host's
     compilers (a cluster's nodes share the head's software): reusing one is a tune job without a GPU."""
-    tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".gpu-node", ".snakemake", "results", "reports", "__pycache__"))
+    tree = tree_copy(tmp_path / "tree")
     cfg = config.validate({"device": "cuda"})
     rungs = [v for key, v in registry.load().items() if key.startswith("cupy/") and v.space and v.workload == "gemm"]
     for variant in rungs:

@@ -2,7 +2,6 @@
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, write_config
+from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, tree_copy, write_config
 
 from gemmbench import provenance, tables
 
@@ -190,9 +189,7 @@ def test_tables_schema_is_the_one_the_issue_promises():
 def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_variants(tmp_path):
     """On a copy of the workflow whose outputs are all up to date (--touch), appending to kernels/cupy/ladder.py
     (the CuPy rungs' launch code, not a kernel file) re-runs each rung's tune, build, validation and bench."""
-    tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".gpu-node", ".snakemake", "results", "reports", "__pycache__"))
+    tree = tree_copy(tmp_path / "tree")
     command = [sys.executable, "-m", "snakemake", "-s", str(tree / "Snakefile"), "--directory", str(tree), "--cores",
                "1", "--config", "device=cuda", "families=[cupy]", "variants=[cupy/03_smem_tiles, cupy/04_rect_tiles]"]
     env = {**SNAKEMAKE_ENV, "PYTHONPATH": str(tree)}

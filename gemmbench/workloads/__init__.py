@@ -29,7 +29,7 @@ class Workload:
     flops: Callable[[dict], object]
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
-    compared: tuple[str, ...]  # those of them that compare with cuBLAS: drawn only where it runs
+    compared: tuple[str, ...]  # those of them that compare with the baseline: drawn only where it runs
     position: Callable[[dict], object]  # (sizes) -> where a shape sits on the figures' size axis
     speedups: bool  # derived columns: speedups over the baseline and over the fastest unfused variant
     sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order

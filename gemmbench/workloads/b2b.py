@@ -88,11 +88,11 @@ def tables(summary, devices: list[dict]) -> list[dict]:
 
 def _why_slower(r, bandwidth_gbps) -> str:
     """The roofline's reading of a slow fused point: was the unfused pair limited by the traffic fusion saves?"""
+    import pandas as pd
+
     unfused_bytes = r.min_bytes + 2 * ELEMENT_BYTES * r.m * r.n0  # A1 written, then read back
     intensity = r.flops / unfused_bytes
     unfused_tflops = r.tflops / r.speedup_vs_unfused_best
-    import pandas as pd
-
     if not bandwidth_gbps or pd.isna(r.peak_tflops):
         return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
     ridge = r.peak_tflops * 1e3 / bandwidth_gbps
@@ -104,7 +104,6 @@ def _why_slower(r, bandwidth_gbps) -> str:
             f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
             f"copy bandwidth: it is bound by neither, computing at {r.tflops:.3g} TFLOP/s against "
             f"{unfused_tflops:.3g} for the unfused pair")
-
 
 
 WORKLOAD = Workload(
