@@ -32,6 +32,27 @@ def seed_for(base_seed: int, *sizes: int) -> int:
     return int(np.random.SeedSequence([base_seed, *sizes]).generate_state(1)[0])
 
 
+class Fingerprints:
+    """A checksum of the output's bits after each timed sample, queued on the device without waiting. The kernels
+    are deterministic, so every sample leaves the same output: one that differs is a race that fired in that launch,
+    or state carried from launch to launch, which a check of the last output alone misses."""
+
+    def __init__(self, xp, out, capacity: int):
+        self.xp, self.bits = xp, out.reshape(-1).view(xp.uint32)
+        self.sums = xp.zeros(capacity, dtype=xp.uint64)
+        self.taken = 0
+
+    def take(self) -> None:
+        if self.taken < len(self.sums):
+            self.xp.sum(self.bits, dtype=self.xp.uint64, out=self.sums[self.taken:self.taken + 1].reshape(()))
+            self.taken += 1
+
+    def differing(self) -> int:
+        """Samples whose output is not the first sample's, bit for bit."""
+        sums = self.sums[:self.taken]
+        return int(self.xp.count_nonzero(sums != sums[0])) if self.taken else 0
+
+
 class Backend:
     """Array namespace `xp`, inputs, NaN-poisoned outputs, fp64 reference, clocks, facts."""
 
@@ -77,6 +98,9 @@ class Backend:
             scaled = xp.where(scale > 0, diff / xp.where(scale > 0, scale, 1), xp.where(diff > 0, xp.inf, 0))
             errors["max_scaled_error"] = float(xp.max(scaled)) if c.size else 0.0
         return errors
+
+    def fingerprints(self, out, capacity: int) -> "Fingerprints":
+        return Fingerprints(self.xp, out, capacity)
 
     def synchronize(self) -> None:
         pass

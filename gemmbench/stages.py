@@ -410,7 +410,9 @@ def methodology(config: dict, devices: list[dict]) -> dict:
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
                  f"region)",
         "What was timed": "the output is poisoned again after warm-up and checked against the reference after "
-                          "sampling; a variant whose work does not run on the harness's stream is not timed; a time "
+                          "sampling; a checksum of its bits after every sample (outside the timed region) must equal "
+                          "the first sample's (a race that fires now and then is caught); a variant whose work does "
+                          "not run on the harness's stream is not timed; a time "
                           "above the device's peak, or beyond its memory for operands its L2 cannot hold, is refused",
         "Clocks": "NVML read after warm-up, every 10 ms while sampling and after it: the SM clock's mean and minimum "
                   "over the window, temperature, power and slowdown reasons; a point with a power or thermal "

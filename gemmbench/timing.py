@@ -102,20 +102,24 @@ def _sampler(timing: dict, resolution_s: float) -> Sampler:
                    timing["min_time_s"], resolution_s)
 
 
-def sample(backend, run, timing: dict, cache: str) -> Sampler:
-    """Device time per call (launch overhead excluded) until the median is stable."""
+def sample(backend, run, timing: dict, cache: str, after=None) -> Sampler:
+    """Device time per call (launch overhead excluded) until the median is stable; `after()`, if given, is called
+    after each sample, outside the timed region."""
     sampler = _sampler(timing, backend.TIMER_RESOLUTION_S)
     while not sampler.done:
         if cache == "cold":
             backend.flush_cache()
         sampler.add(backend.device_time(run))
+        if after:
+            after()
     return sampler
 
 
 BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
 
 
-def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str) -> tuple[int, Sampler | None]:
+def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str,
+                   after=None) -> tuple[int, Sampler | None]:
     """For a kernel shorter than BATCH_TARGET_S, per-launch times from samples of several launches queued between
     one pair of events (enough to span BATCH_TARGET_S): one launch per event pair also times the gap the events and
     the launch leave on the device. Returns (launches per sample, the sampler of per-launch times), or (1, None)
@@ -126,4 +130,6 @@ def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str) 
     sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches)
     while not sampler.done:
         sampler.add(backend.device_time(run, launches) / launches)
+        if after:
+            after()
     return launches, sampler

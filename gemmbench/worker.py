@@ -177,9 +177,9 @@ LOAD = Load()
 
 def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
     """Warm-up, then samples of the device time per call; the output the timed launches leave (poisoned before
-    them) is checked against the reference, and a time the device cannot achieve (`device`: its facts) is refused:
-    either means the timed region did not hold the work (a kernel that skips work once warm, a launch on another
-    stream)."""
+    them) is checked against the reference, every sample's output must be the first's bit for bit, and a time the
+    device cannot achieve (`device`: its facts) is refused: each means the timed region did not hold the work (a
+    kernel that skips work once warm, a race that fires now and then, a launch on another stream)."""
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point)
     run = lambda: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
@@ -190,16 +190,22 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                                                "(its events would time nothing)", "params": json.dumps(params)}
     before = backend.telemetry()
     out.fill(np.nan)  # from here on only the timed launches write it
+    fingerprints = backend.fingerprints(out, 2 * task.timing["max_samples"])
     with backend.watch() as window:
-        sampler = timing.sample(backend, run, task.timing, task.cache)
-        launches, batched = timing.sample_batched(backend, run, sampler.summary()["median_s"], task.timing, task.cache)
+        sampler = timing.sample(backend, run, task.timing, task.cache, fingerprints.take)
+        launches, batched = timing.sample_batched(backend, run, sampler.summary()["median_s"], task.timing, task.cache,
+                                                  fingerprints.take)
     after, clocks = backend.telemetry(), window.summary()
     LOAD.end()
     summary = sampler.summary()
     checked, why, _ = _checked(_expected(workload, backend, operands), backend, out, buffer, task.tolerance)
+    differing = fingerprints.differing()
     refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
                                    device or {}, task.mode, task.cache)
-    verdict = {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
+    verdict = {"status": "failed", "message": f"the timed launches' output: {differing} of {fingerprints.taken} "
+                                              "samples left an output that differs from the first sample's, bit for "
+                                              "bit (a race, or state carried between launches)"} if differing else \
+        {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
         {"status": "failed", "message": f"timing refused: {refused}"} if refused else None
     slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", []))
                       | set(after.get("slowdown", [])))

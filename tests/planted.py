@@ -1,6 +1,7 @@
 """Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
 import math
 import os
+import random
 import time
 from pathlib import Path
 
@@ -63,7 +64,21 @@ def _past_the_end(artifact, a, b, c, stream):
     past[-1] = 0.0
 
 
-for name, run in {"planted-past-the-end": _past_the_end, "planted-wrong": _wrong, "planted-hang": _hang,
+class RareRace:
+    """Right, except that on about one launch in 32 (a fixed pseudo-random draw per process) one element of C misses
+    its last product term, as a race between two partial sums that fires now and then leaves it."""
+
+    def __init__(self, matmul):
+        self.matmul, self.draws = matmul, random.Random(0)
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.matmul(a, b, out=c)
+        if self.draws.random() < 1 / 32:
+            i, j = c.shape[0] // 2, c.shape[1] // 2
+            c[i, j] -= a[i, -1] * b[-1, j]
+
+
+for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul), "planted-wrong": _wrong, "planted-hang": _hang,
                   "planted-crash": _crash,
                   "planted-slow": _slow, "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,

@@ -1,5 +1,6 @@
 """Planted faulty GPU variants (registered through config `variant_modules`): each must be caught on the GPU."""
 from kernels.registry import Built, Variant, register
+from tests.planted import RareRace
 
 
 def _build(mode, params, cache_dir):
@@ -34,7 +35,31 @@ def _skips_once_warm(artifact, a, b, c, stream, calls={}):
         cupy.matmul(a, b, out=c)
 
 
+def _past_the_end(artifact, a, b, c, stream):
+    """Right, and one element more: a store just past the end of C, where the memory pool would have slack."""
+    import cupy
+
+    cupy.matmul(a, b, out=c)
+    cupy.ndarray((1,), dtype=c.dtype, memptr=c.data + c.nbytes).fill(0)
+
+
+def _tf32_inputs(artifact, a, b, c, stream):
+    """A and B rounded to TF32's 10-bit mantissa, as tensor cores read them: not an fp32 product."""
+    import cupy
+
+    def tf32(x):
+        return ((x.view(cupy.uint32) + cupy.uint32(0x1000)) & cupy.uint32(0xFFFFE000)).view(cupy.float32)
+    cupy.matmul(tf32(a), tf32(b), out=c)
+
+
+def _matmul(a, b, out):
+    import cupy
+
+    cupy.matmul(a, b, out=out)
+
+
 for name, run in {"planted-other-stream": _other_stream, "planted-dropped-term": _dropped_term,
-                  "planted-skips-once-warm": _skips_once_warm}.items():
+                  "planted-skips-once-warm": _skips_once_warm, "planted-past-the-end": _past_the_end,
+                  "planted-tf32-inputs": _tf32_inputs, "planted-rare-race": RareRace(_matmul)}.items():
     register(Variant(family="cupy", name=name, device="cuda", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection on the GPU: {run.__doc__}"))

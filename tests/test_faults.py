@@ -40,6 +40,15 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
     assert bench["message"].startswith("the timed launches' output:") and "NaN" in bench["message"]
 
 
+def test_a_race_that_fires_now_and_then_passes_validation_but_its_timing_is_not_published(cfg, tmp_path):
+    # enough timed launches for the planted race's draws to fire; no bound on how long they take
+    cfg["timing"].update(min_samples=200, max_samples=200, budget_s=3600, point_timeout_s=3600)
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-rare-race")
+    assert {r["status"] for r in rows.values()} == {"ok"}  # its two launches per shape were right
+    assert bench["status"] == "failed"
+    assert "samples left an output that differs from the first sample's, bit for bit" in bench["message"]
+
+
 def test_a_store_past_the_end_of_the_output_fails_validation(cfg, tmp_path):
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-past-the-end")
     assert {r["status"] for r in rows.values()} == {"failed"}

@@ -164,6 +164,9 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
     ("cupy/planted-other-stream", "bench", "does not run on the harness's stream"),
     ("cupy/planted-dropped-term", "validate", "root-sum-square of its products"),
     ("cupy/planted-skips-once-warm", "bench", "the timed launches' output"),
+    ("cupy/planted-past-the-end", "validate", "1 elements written outside the output"),
+    ("cupy/planted-tf32-inputs", "validate", "relative error"),
+    ("cupy/planted-rare-race", "bench", "differs from the first sample's, bit for bit"),
 ])
 def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says):
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
