@@ -19,6 +19,7 @@ from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
+from gemmbench.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -400,7 +401,11 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                         "one-launch median that every figure and ratio uses (median_s)",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
-                    f"points back to back, so only its first point waits that long), then samples until the 95% "
+                    f"points back to back, so only its first point waits that long); on a GPU the warm-up goes on, in "
+                    f"{SETTLE_WINDOW_S} s windows, while a power or thermal slowdown is still lowering "
+                    f"the clock under this kernel's own load (until two windows' mean clocks agree within "
+                    f"{SETTLE_CLOCK_REL:.0%}, at most {SETTLE_MAX_S} s; settle_s), "
+                    f"then samples until the 95% "
                     f"confidence half-width of the median (never below half the timer's step) is below "
                     f"{timing['rel_precision']:.2%} of it from at least {timing['min_samples']} samples (converged) "
                     f"and "

@@ -97,6 +97,33 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> l
     return host_s
 
 
+SETTLE_WINDOW_S = 0.1  # launches watched per settling window
+SETTLE_MAX_S = 5.0  # a clock that keeps moving for this long is sampled as it is (the window's clocks are reported)
+SETTLE_CLOCK_REL = 0.01  # two windows whose mean SM clocks are this close: the clock has settled
+
+
+def settle(backend, run) -> float:
+    """Warm-up continued while the device is still slowing down under this kernel's own load. A power-capped GPU
+    lowers its clock over a second or more once a heavier kernel starts, so samples taken meanwhile depend on what
+    ran before (the last point's kernel). Windows of SETTLE_WINDOW_S of launches, each watched, until one shows no
+    power or thermal slowdown, or its mean SM clock is within SETTLE_CLOCK_REL of the window before, or SETTLE_MAX_S
+    has passed. Returns the seconds spent (0 without telemetry: a CPU)."""
+    if not backend.telemetry():
+        return 0.0
+    start, previous = time.perf_counter(), None
+    while True:
+        with backend.watch() as window:
+            began = time.perf_counter()
+            while time.perf_counter() - began < SETTLE_WINDOW_S:
+                backend.host_time(run)
+        clocks = window.summary()
+        spent = time.perf_counter() - start
+        if not clocks.get("slowdown") or spent >= SETTLE_MAX_S or (
+                previous and abs(clocks["sm_clock_mean_mhz"] - previous) <= SETTLE_CLOCK_REL * previous):
+            return spent
+        previous = clocks["sm_clock_mean_mhz"]
+
+
 def _sampler(timing: dict, resolution_s: float) -> Sampler:
     return Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
                    timing["min_time_s"], resolution_s)

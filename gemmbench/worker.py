@@ -188,6 +188,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     if backend.runs_outside_stream(run, out):
         return {"status": "failed", "message": "not timed: the variant's work does not run on the harness's stream "
                                                "(its events would time nothing)", "params": json.dumps(params)}
+    settle_s = timing.settle(backend, run)
     before = backend.telemetry()
     out.fill(np.nan)  # from here on only the timed launches write it
     fingerprints = backend.fingerprints(out, 2 * task.timing["max_samples"])
@@ -225,6 +226,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time
         "host_median_s": float(np.median(host_s[1:] or host_s)), "warmup_runs": len(host_s),
         "measure_s": time.perf_counter() - start,  # warm-up and sampling
+        "settle_s": settle_s,
         "batch_launches": launches, "batched_median_s": batched.summary()["median_s"] if batched else None,
         "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
         "warmup_host_s": host_s, "params": json.dumps(params),

@@ -78,9 +78,9 @@ class RareRace:
             c[i, j] -= a[i, -1] * b[-1, j]
 
 
-for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul), "planted-wrong": _wrong, "planted-hang": _hang,
-                  "planted-crash": _crash,
-                  "planted-slow": _slow, "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
+for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul),
+                  "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash, "planted-slow": _slow,
+                  "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))
 

@@ -156,6 +156,42 @@ def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
     assert nothing.summary() == {}
 
 
+class PowerCappedBackend(CountingBackend):
+    """A GPU whose SM clock falls under the kernel's load, by `drop` MHz a launch, from 1980 to `floor`, slowed down
+    by its power cap meanwhile and at the floor."""
+
+    def __init__(self, drop, floor=1600, telemetry=True):
+        super().__init__()
+        self.clock, self.drop, self.floor, self.has_telemetry = 1980, drop, floor, telemetry
+
+    def host_time(self, run):
+        __import__("time").sleep(0.001)
+        self.clock = max(self.floor, self.clock - self.drop)
+        return super().host_time(run)
+
+    def telemetry(self):
+        if not self.has_telemetry:
+            return {}
+        return {"sm_clock_mhz": self.clock, "slowdown": ["sw_power_cap"] if self.clock < 1980 else []}
+
+    def watch(self):
+        from gemmbench.backend import ClockWatch
+
+        return ClockWatch(self.telemetry if self.has_telemetry else None, interval_s=0.001)
+
+
+def test_warm_up_goes_on_until_a_power_capped_clock_has_settled(monkeypatch):
+    monkeypatch.setattr(timing, "SETTLE_MAX_S", 3600.0)  # however slow this machine, the clock gets to settle
+    backend, runs = PowerCappedBackend(drop=40), []
+    assert timing.settle(backend, lambda: runs.append(1)) > 0
+    assert backend.clock == backend.floor  # sampling starts at the clock it will stay at
+    steady, runs = PowerCappedBackend(drop=0), []
+    timing.settle(steady, lambda: runs.append(1))
+    assert steady.clock == 1980 and len(runs) >= 1  # one window, no slowdown: nothing to wait for
+    no_telemetry, runs = PowerCappedBackend(drop=40, telemetry=False), []
+    assert timing.settle(no_telemetry, lambda: runs.append(1)) == 0 and not runs  # a CPU
+
+
 def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not():
     class Batching(CountingBackend):
         def device_time(self, run, launches=1):
