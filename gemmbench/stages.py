@@ -55,12 +55,12 @@ def _variant(config: dict, key: str) -> registry.Variant:
 
 
 def _task(kind: str, config: dict, variant: registry.Variant, mode: str, points: list[Point],
-          classes: dict | None = None, prepare: list[dict] = ()) -> Task:
+          classes: dict | None = None, prepare: list[dict] = (), refused: dict | None = None) -> Task:
     return Task(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]), device=variant.device,
                 mode=mode, params=plan.params(config, variant), classes=classes, cache_dir=str(cache_dir(config)),
                 points=points, tolerance=config["tolerance"][mode],
                 timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
-                cache=config["cache"], prepare=list(prepare))
+                cache=config["cache"], prepare=list(prepare), refused=dict(refused or {}))
 
 
 def cache_dir(config: dict) -> Path:
@@ -145,17 +145,23 @@ COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Nu
 
 
 def _compile_ahead(config: dict, variant: registry.Variant, mode: str, points: list[Point],
-                   classes: dict | None = None) -> int:
+                   classes: dict | None = None) -> tuple[int, list[dict | None]]:
     """The points' kernels compiled into the shared caches by up to COMPILE_WORKERS parallel workers (they launch
-    nothing), where there is more than one core and one point; the number of workers. A compile that fails is seen
-    again, and reported, by whoever runs the point."""
+    nothing), where there is more than one core and one point: the number of workers and each point's compile row
+    (None where none ran). A compile that fails otherwise than by the variant's refusal (`rejected`) is seen again,
+    and reported, by whoever runs the point."""
     workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
+    rows = [None] * len(points)
     if workers > 1:
+        chunks = [list(range(len(points)))[i::workers] for i in range(workers)]
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, chunk, classes),
-                                                 config["timing"]["point_timeout_s"], log_rows=False),
-                          [points[i::workers] for i in range(workers)]))
-    return workers
+            done = pool.map(lambda chunk: run_task(_task("compile", config, variant, mode, [points[i] for i in chunk],
+                                                         classes), config["timing"]["point_timeout_s"],
+                                                   log_rows=False)[0], chunks)
+            for chunk, chunk_rows in zip(chunks, done):
+                for i, row in zip(chunk, chunk_rows):
+                    rows[i] = row
+    return workers, rows
 
 
 def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
@@ -163,7 +169,7 @@ def _measure_trials(config: dict, variant: registry.Variant, mode: str, points: 
     nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
     they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
     start = time.perf_counter()
-    workers = _compile_ahead(config, variant, mode, points)
+    workers, _ = _compile_ahead(config, variant, mode, points)
     compiled = time.perf_counter()
     task = _task("tune", config, variant, mode, points)
     rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
@@ -245,9 +251,14 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     # A variant specialised per shape compiles every shape validation and bench will run, here and off the GPU lock.
     prepare = [shape.sizes for shape in _validation_shapes(config, variant, classes)
                if not plan.skip_reason(config, variant, shape)]
+    refused = {}
     if variant.prepare:  # in parallel first (one kernel per shape; a tuned MetaSchedule one takes NVRTC seconds)
-        _compile_ahead(config, variant, mode, [Point(sizes, 0) for sizes in prepare], classes)
-    task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [])
+        _, rows = _compile_ahead(config, variant, mode, [Point(sizes, 0) for sizes in prepare], classes)
+        label = workloads.get(variant.workload).label
+        refused = {label(sizes): row["message"] for sizes, row in zip(prepare, rows)
+                   if row and row["status"] == "rejected"}  # the build does not compile these again
+        prepare = [sizes for sizes in prepare if label(sizes) not in refused]
+    task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [], refused)
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
            "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT))}
@@ -290,9 +301,13 @@ def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
     NaN-poisoned outputs, vs an fp64 reference."""
     variant, built = _variant(config, key), read_json(build_path)
 
+    refused = built.get("prepare_refused") or {}
+
     def blocked(shape):
         if built["status"] != "ok":
             return "error", f"build failed: {built['message']}"
+        if shape.label in refused:  # a refusal is the variant's answer for this shape: compiling again repeats it
+            return "error", f"refused when its build compiled it ahead: {refused[shape.label]}"
         return None
 
     shapes = _validation_shapes(config, variant, built.get("tuned"))

@@ -35,6 +35,7 @@ class Task:
     cache: str  # hot | cold
     classes: dict[str, dict] | None = None
     prepare: list[dict[str, int]] = field(default_factory=list)  # build: the shapes to compile ahead (Variant.prepare)
+    refused: dict[str, str] = field(default_factory=dict)  # build: shapes the variant refused when compiled ahead
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))

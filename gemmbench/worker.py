@@ -98,15 +98,21 @@ def build_row(variant, task: Task, backend) -> dict:
         facts["classes"] = {size: b.facts for size, b in by_class.items()}
     facts["toolchain"] = provenance.toolchain()  # as the worker sees it: the versions that compiled this build
     message = "built" + (" (tuned per size class)" if task.classes else "")
-    if variant.prepare and task.prepare:
-        start, failed = time.perf_counter(), []
+    if variant.prepare and (task.prepare or task.refused):
+        start, failed, refused = time.perf_counter(), [], dict(task.refused)
+        label = workloads.get(variant.workload).label
         for sizes in task.prepare:
             try:
                 variant.prepare(builds.for_point(Point(sizes, 0))[1].artifact, *sizes.values())
+            except ValueError as exc:  # the variant refuses this shape; its validation reports that, compiling nothing
+                refused[label(sizes)] = str(exc)[:300]
             except Exception as exc:  # that shape's validation meets the same error and reports it
-                failed.append(f"{'x'.join(map(str, sizes.values()))}: {type(exc).__name__}: {exc}"[:300])
+                failed.append(f"{label(sizes)}: {type(exc).__name__}: {exc}"[:300])
         facts["prepare_s"] = time.perf_counter() - start
-        message += f"; compiled ahead for {len(task.prepare) - len(failed)} of {len(task.prepare)} shapes"
+        shapes = len(task.prepare) + len(task.refused)
+        message += f"; compiled ahead for {shapes - len(failed) - len(refused)} of {shapes} shapes"
+        if refused:
+            facts["prepare_refused"] = refused
         if failed:
             facts["prepare_failed"] = failed
     return {"status": "ok", "message": message, **facts}
@@ -267,6 +273,8 @@ def compile_row(variant, task: Task, point: Point) -> dict:
             return {"status": "rejected", "message": str(built)}
         if variant.prepare:
             variant.prepare(built.artifact, *point.sizes.values())
+    except ValueError as exc:  # the variant refuses this shape (or candidate): compiling it again gives the same
+        return {"status": "rejected", "message": str(exc)}
     except Exception as exc:
         return failure_row(exc)
     return {"status": "ok", "message": "compiled", "compile_s": time.perf_counter() - start}

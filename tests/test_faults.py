@@ -127,10 +127,13 @@ def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_paramet
 
 def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp_path):
     """Every shape validation and bench will run is compiled by the build (which runs beside a job measuring on the
-    GPU); a shape that cannot be compiled is named in the build record, and its validation reports the error."""
+    GPU); a shape the variant refuses is named in the build record, and its validation reports the refusal without
+    compiling it again."""
+    refusals = tmp_path / "cache" / "planted-specialised-refusals"
     build = stages.build(cfg, "cpu/planted-specialised", "fp32", tmp_path / "build.json")
     assert build["status"] == "ok" and "compiled ahead for 2 of 3 shapes" in build["message"]
-    assert build["prepare_failed"] == ["7x13x5: ValueError: no kernel for 7x13x5"]
+    assert build["prepare_refused"] == {"7x13x5": "no kernel for 7x13x5"} and "prepare_failed" not in build
+    assert refusals.read_text().count("\n") == 1  # by a compile worker, or by the build's on one core
     kernels = sorted((tmp_path / "cache" / "planted-specialised").iterdir())
     assert [p.name for p in kernels] == ["128x128x128", "32x32x32"]
     if (os.cpu_count() or 1) > 1:  # compiled by parallel workers, one shape each here
@@ -138,6 +141,7 @@ def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-specialised")
     assert rows[(7, 13, 5)]["status"] == "error" and "no kernel for 7x13x5" in rows[(7, 13, 5)]["message"]
     assert rows[(32, 32, 32)]["status"] == "ok" and bench["status"] == "ok"
+    assert refusals.read_text().count("\n") == 2  # the second build's, and none by validation
 
 
 @pytest.mark.parametrize("code, oom_killed, status, says", [
