@@ -300,7 +300,6 @@ def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
     """Every sweep size and awkward shape (and an off-tile shape per tuned size class), on fresh inputs with
     NaN-poisoned outputs, vs an fp64 reference."""
     variant, built = _variant(config, key), read_json(build_path)
-
     refused = built.get("prepare_refused") or {}
 
     def blocked(shape):
