@@ -99,9 +99,6 @@ class Backend:
             errors["max_scaled_error"] = float(xp.max(scaled)) if c.size else 0.0
         return errors
 
-    def fingerprints(self, out, capacity: int) -> "Fingerprints":
-        return Fingerprints(self.xp, out, capacity)
-
     def synchronize(self) -> None:
         pass
 

@@ -197,7 +197,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     settle_s = timing.settle(backend, run)
     before = backend.telemetry()
     out.fill(np.nan)  # from here on only the timed launches write it
-    fingerprints = backend.fingerprints(out, 2 * task.timing["max_samples"])
+    fingerprints = backends.Fingerprints(backend.xp, out, 2 * task.timing["max_samples"])
     with backend.watch() as window:
         sampler = timing.sample(backend, run, task.timing, task.cache, fingerprints.take)
         launches, batched = timing.sample_batched(backend, run, sampler.summary()["median_s"], task.timing, task.cache,
@@ -209,11 +209,14 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     differing = fingerprints.differing()
     refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
                                    device or {}, task.mode, task.cache)
-    verdict = {"status": "failed", "message": f"the timed launches' output: {differing} of {fingerprints.taken} "
-                                              "samples left an output that differs from the first sample's, bit for "
-                                              "bit (a race, or state carried between launches)"} if differing else \
-        {"status": "failed", "message": f"the timed launches' output: {why}"} if checked != "ok" else \
-        {"status": "failed", "message": f"timing refused: {refused}"} if refused else None
+    problem = None
+    if differing:
+        problem = (f"the timed launches' output: {differing} of {fingerprints.taken} samples left an output that "
+                   "differs from the first sample's, bit for bit (a race, or state carried between launches)")
+    elif checked != "ok":
+        problem = f"the timed launches' output: {why}"
+    elif refused:
+        problem = f"timing refused: {refused}"
     slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", []))
                       | set(after.get("slowdown", [])))
     clock_drop = bool(before and clocks["sm_clock_min_mhz"] < 0.95 * before["sm_clock_mhz"])
@@ -223,7 +226,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                    + ("" if summary["converged"] else
                       f", precision target not met (stopped by {summary['stopped_by']})")
                    + (", fewer than min_samples" if summary["thin_median"] else ""),
-        **summary, **(verdict or {}),
+        **summary, **({"status": "failed", "message": problem} if problem else {}),
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"), **clocks,

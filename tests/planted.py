@@ -50,11 +50,14 @@ class _Stateful:
             np.matmul(a, b, out=c)
 
 
+def tf32_rounded(x, xp=np):
+    """`x` rounded to TF32's 10-bit mantissa, as tensor cores read it (xp: NumPy, or CuPy for a GPU array)."""
+    return ((x.view(xp.uint32) + xp.uint32(0x1000)) & xp.uint32(0xFFFFE000)).view(xp.float32)
+
+
 def _tf32_inputs(artifact, a, b, c, stream):
     """Rounds A and B to TF32's 10-bit mantissa, as tensor cores do: not an fp32 product."""
-    def tf32(x):
-        return ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
-    np.matmul(tf32(a), tf32(b), out=c)
+    np.matmul(tf32_rounded(a), tf32_rounded(b), out=c)
 
 
 def _past_the_end(artifact, a, b, c, stream):

@@ -1,6 +1,6 @@
 """Planted faulty GPU variants (registered through config `variant_modules`): each must be caught on the GPU."""
 from kernels.registry import Built, Variant, register
-from tests.planted import RareRace
+from tests.planted import RareRace, tf32_rounded
 
 
 def _build(mode, params, cache_dir):
@@ -47,9 +47,7 @@ def _tf32_inputs(artifact, a, b, c, stream):
     """A and B rounded to TF32's 10-bit mantissa, as tensor cores read them: not an fp32 product."""
     import cupy
 
-    def tf32(x):
-        return ((x.view(cupy.uint32) + cupy.uint32(0x1000)) & cupy.uint32(0xFFFFE000)).view(cupy.float32)
-    cupy.matmul(tf32(a), tf32(b), out=c)
+    cupy.matmul(tf32_rounded(a, cupy), tf32_rounded(b, cupy), out=c)
 
 
 def _matmul(a, b, out):
