@@ -1,4 +1,4 @@
-"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 10_pipelined.cu), each a variant.
+"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 11_double_buffered.cu), each a variant.
 
 Each rung's kernel is a template over its tile parameters; CuPy compiles the instantiation a parameter set
 asks for (RawModule name expressions) with NVRTC. Rungs that read float4s also get a VEC=false instance for
@@ -103,6 +103,13 @@ _WARP = ("BM", "BN", "BK", "WM", "WN", "WMITER", "WNITER", "TM", "TN")
 _WARP_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128), "WN": (32, 64),
                "WMITER": (1, 2, 4), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8)}
 
+_PIPELINED_TEMPLATE = (*_WARP, "STAGES", "GROUP", "MIN_BLOCKS")
+_PIPELINED_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64), "WN": (32, 64),
+                    "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "STAGES": (2, 3, 4),
+                    "GROUP": (8, 16), "MIN_BLOCKS": (1, 2)}
+_PIPELINED = dict(threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_check, vec=True,
+                  grid_1d=True, dynamic_smem=_pipelined_smem)
+
 RUNGS = (
     Rung("01_naive.cu", "sgemm_naive", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32), "BY": (8, 32)},
          threads=lambda p: p["BX"] * p["BY"], threads_2d=lambda p: (p["BX"], p["BY"]),
@@ -138,15 +145,15 @@ RUNGS = (
          _WARP_SPACE, threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]),
          check=lambda p: _warptile_check(p) or _swizzled_check(p), vec=True,
          description="block → warp → thread tiles"),
-    Rung("10_pipelined.cu", "sgemm_pipelined", (*_WARP, "STAGES", "GROUP", "MIN_BLOCKS"),
+    Rung("10_pipelined.cu", "sgemm_pipelined", _PIPELINED_TEMPLATE,
          {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "WMITER": 1, "WNITER": 2, "TM": 8, "TN": 4,
-          "STAGES": 4, "GROUP": 16, "MIN_BLOCKS": 2},
-         {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64), "WN": (32, 64),
-          "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "STAGES": (2, 3, 4), "GROUP": (8, 16),
-          "MIN_BLOCKS": (1, 2)},
-         threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_check, vec=True,
-         grid_1d=True, dynamic_smem=_pipelined_smem,
+          "STAGES": 4, "GROUP": 16, "MIN_BLOCKS": 2}, _PIPELINED_SPACE, **_PIPELINED,
          description="cp.async multi-stage pipeline, row-major A with interleaved rows, grouped block order"),
+    # cuBLAS's FP32 kernel on Hopper as its defaults: 256×128×8, 8 warps of 64×64, 8×16 per thread, 3 stages, 1 block
+    Rung("11_double_buffered.cu", "sgemm_double_buffered", _PIPELINED_TEMPLATE,
+         {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WMITER": 1, "WNITER": 2, "TM": 8, "TN": 8,
+          "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 1}, _PIPELINED_SPACE, **_PIPELINED,
+         description="cuBLAS's tile recipe, fragments double-buffered in registers across k-steps and k-tiles"),
 )
 
 
