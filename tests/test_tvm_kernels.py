@@ -273,6 +273,21 @@ def test_shared_load_widths_are_counted_from_sass():
     assert sass.memory_instructions("") == {} and sass.sass_of(b"// PTX, not a cubin") == ""
 
 
+def test_a_cubin_one_nvdisasm_refuses_is_read_by_the_next(tmp_path, monkeypatch):
+    """The GPU nodes' toolkit nvdisasm rejects NVRTC's cubins; the wheel's, tried next, reads them."""
+    from kernels import sass
+
+    refuses, reads = tmp_path / "old-nvdisasm", tmp_path / "new-nvdisasm"
+    refuses.write_text("#!/bin/sh\necho 'nvdisasm fatal : invalid ELF file' >&2\nexit 1\n")
+    reads.write_text("#!/bin/sh\necho '        /*0000*/                   FFMA R0, R1, R2, R0 ;'\n")
+    for tool in (refuses, reads):
+        tool.chmod(0o755)
+    monkeypatch.setattr(sass, "nvdisasms", lambda: [str(refuses), str(reads)])
+    assert sass.memory_instructions(sass.sass_of(b"\x7fELF a cubin"))["sass_ffma"] == 1
+    monkeypatch.setattr(sass, "nvdisasms", lambda: [str(refuses)])
+    assert sass.sass_of(b"\x7fELF a cubin") == ""
+
+
 def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_stands(tmp_path, monkeypatch):
     """Enabled by default once tuned: with tune.autotuner.trials 0, a result committed for the GPU model runs as it
     was searched (its own settings) while it stands for the current sources; without one, or a stale one, the
