@@ -252,6 +252,40 @@ def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
         nvcc_sm90(family.cuda_source(sch, SM90).splitlines(), tmp_path, tmp_path, "metaschedule")
 
 
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+def test_a_cubin_missing_its_last_byte_is_read_whole(tmp_path):
+    """CuPy's nvrtc.getCUBIN returns a cubin one byte short; the driver loads it, nvdisasm refuses it unless the
+    byte is restored."""
+    from kernels import sass
+
+    nvcc_sm90(['extern "C" __global__ void multiply_add(float* c) { c[0] = c[1] * c[2] + c[3]; }'], tmp_path, tmp_path, "fma")
+    cubin = (tmp_path / "out.cubin").read_bytes()
+    assert sass.whole_elf(cubin[:-1]) == cubin and sass.whole_elf(cubin) == cubin
+    if sass.nvdisasms():
+        assert sass.facts(cubin[:-1])["sass_ffma"] == 1
+
+
+def test_reading_sass_is_not_in_a_tvm_tuning_key():
+    """kernels/sass.py only reads what was compiled: editing it must not make committed TVM tuning stale."""
+    from gemmbench import tune
+    from kernels import registry
+
+    files = {Path(f).name for f in tune.determining_files(registry.load()["tvm/04_metaschedule"])}
+    assert {"04_metaschedule.py", "family.py"} <= files and "sass.py" not in files
+
+
+def test_async_pipeline_stages_become_cp_async_copies():
+    """The H100's MetaSchedule record pipelines its shared fetches asynchronously; TVM's CUDA source must then copy
+    with cp.async, not through registers with only the commit and wait instructions left."""
+    from gemmbench import tune
+
+    record = json.loads((tune.COMMITTED / "nvidia-h100-80gb-hbm3/tvm/04_metaschedule/fp32.json").read_text())
+    params = record["classes"]["4096"]["params"]
+    assert "software_pipeline_async_stages" in json.dumps(params["trace"])
+    source = family.cuda_source(METASCHEDULE.schedule(family.matmul(256, 256, 256), params, SM90), SM90)
+    assert re.search(r"cp\.async\.c[ag]\.shared\.global", source)
+
+
 def test_without_a_record_the_tuned_variant_says_what_is_missing():
     assert "tune stage" in METASCHEDULE.check(METASCHEDULE.DEFAULTS)
     with pytest.raises(ValueError, match="tune stage"):
@@ -270,7 +304,7 @@ def test_shared_load_widths_are_counted_from_sass():
 """
     assert sass.memory_instructions(listing) == {"sass_ffma": 2, "sass_lds32": 1, "sass_lds64": 0, "sass_lds128": 1,
                                                  "sass_ldg128": 1}
-    assert sass.memory_instructions("") == {} and sass.sass_of(b"// PTX, not a cubin") == ""
+    assert sass.memory_instructions("") == {} and sass.facts(b"// PTX, not a cubin") == {"sass_unread": "not a cubin"}
 
 
 def test_a_cubin_one_nvdisasm_refuses_is_read_by_the_next(tmp_path, monkeypatch):
@@ -283,9 +317,9 @@ def test_a_cubin_one_nvdisasm_refuses_is_read_by_the_next(tmp_path, monkeypatch)
     for tool in (refuses, reads):
         tool.chmod(0o755)
     monkeypatch.setattr(sass, "nvdisasms", lambda: [str(refuses), str(reads)])
-    assert sass.memory_instructions(sass.sass_of(b"\x7fELF a cubin"))["sass_ffma"] == 1
+    assert sass.facts(b"\x7fELF a cubin")["sass_ffma"] == 1
     monkeypatch.setattr(sass, "nvdisasms", lambda: [str(refuses)])
-    assert sass.sass_of(b"\x7fELF a cubin") == ""
+    assert sass.facts(b"\x7fELF a cubin") == {"sass_unread": f"{refuses}: nvdisasm fatal : invalid ELF file"}
 
 
 def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_stands(tmp_path, monkeypatch):

@@ -64,11 +64,17 @@ def scheduled(file: str, params: Mapping, shape: tuple[int, int, int], target, b
     return schedule_module(file).schedule(matmul(*shape), params, target, bind)
 
 
+# Without it, a schedule's async pipeline stages (MetaSchedule's, for one) are lowered to plain register-staged
+# copies: only the cp.async commit and wait instructions remain, and every tile's global loads stall the warps.
+PASS_CONFIG = {"tirx.use_async_copy": True}
+
+
 def cuda_source(sch, target) -> str:
     """The CUDA C++ that TVM generates for a scheduled matmul (no CUDA toolkit or GPU needed)."""
     import tvm
 
-    return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
+    with tvm.transform.PassContext(config=PASS_CONFIG):
+        return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
 
 
 def kernel_name(source: str) -> str:
@@ -107,7 +113,7 @@ class Kernel:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shape: tuple[int, int, int]  # (m, n, k)
-    sass: dict  # the loaded cubin's SASS facts (sass.memory_instructions; empty without nvdisasm)
+    sass: dict  # the loaded cubin's SASS facts (sass.facts: counts, or why they could not be read)
 
 
 @dataclass
@@ -136,7 +142,7 @@ class Compiled:
             module = cupy.RawModule(path=str(path))  # the very cubin whose SASS the facts are read from
             function = module.get_function(kernel_name(generated["source"]))
             if "sass" not in generated:
-                generated["sass"] = sass.memory_instructions(sass.sass_of(path.read_bytes()))
+                generated["sass"] = sass.facts(path.read_bytes())
                 self._keep(self._cached(shape), generated)
         return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"])
 
