@@ -258,7 +258,8 @@ def test_a_cubin_missing_its_last_byte_is_read_whole(tmp_path):
     byte is restored."""
     from kernels import sass
 
-    nvcc_sm90(['extern "C" __global__ void multiply_add(float* c) { c[0] = c[1] * c[2] + c[3]; }'], tmp_path, tmp_path, "fma")
+    kernel = 'extern "C" __global__ void multiply_add(float* c) { c[0] = c[1] * c[2] + c[3]; }'
+    nvcc_sm90([kernel], tmp_path, tmp_path, "multiply_add")
     cubin = (tmp_path / "out.cubin").read_bytes()
     assert sass.whole_elf(cubin[:-1]) == cubin and sass.whole_elf(cubin) == cubin
     if sass.nvdisasms():
