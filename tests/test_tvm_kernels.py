@@ -279,8 +279,10 @@ def test_async_pipeline_stages_become_cp_async_copies():
     """The H100's MetaSchedule record pipelines its shared fetches asynchronously; TVM's CUDA source must then copy
     with cp.async, not through registers with only the commit and wait instructions left."""
     from gemmbench import tune
+    from kernels import registry
 
-    record = json.loads((tune.COMMITTED / "nvidia-h100-80gb-hbm3/tvm/04_metaschedule/fp32.json").read_text())
+    variant = registry.load()["tvm/04_metaschedule"]
+    record = json.loads(tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32").read_text())
     params = record["classes"]["4096"]["params"]
     assert "software_pipeline_async_stages" in json.dumps(params["trace"])
     source = family.cuda_source(METASCHEDULE.schedule(family.matmul(256, 256, 256), params, SM90), SM90)
