@@ -20,6 +20,40 @@ U = np.uint64
 
 
 def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP):
+    return kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps=one_fragment_set)
+
+
+def one_fragment_set(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN):
+    """multiply(As, Bs, acc, a_frag, b_frag, row, col): acc += the k-tile in shared memory, each k-step's
+    fragments read into registers (set 0 of a_frag / b_frag) and multiplied out."""
+    AM, AN = int(WMITER * TM), int(WNITER * TN)
+    ZERO, ONE = U(0), U(1)
+
+    @cuda.jit(device=True, inline="always")
+    def outer_product(As, Bs, acc, a_frag, b_frag, p, row, col):
+        """acc += this thread's rows of As[p] ⊗ its columns of Bs[p]."""
+        for wi in range(WMITER):
+            for i in range(TM):
+                a_frag[0, wi * TM + i] = As[p, row + wi * WSUBM + i]
+        for wj in range(WNITER):
+            for j in range(TN):
+                b_frag[0, wj * TN + j] = Bs[p, col + wj * WSUBN + j]
+        for i in range(AM):
+            for j in range(AN):
+                acc[i, j] += a_frag[0, i] * b_frag[0, j]
+
+    @cuda.jit(device=True, inline="always")
+    def multiply(As, Bs, acc, a_frag, b_frag, row, col):
+        for p in range(ZERO, BK, U(2)):  # two k per trip: half the loop overhead
+            outer_product(As, Bs, acc, a_frag, b_frag, p, row, col)
+            outer_product(As, Bs, acc, a_frag, b_frag, p + ONE, row, col)
+
+    return multiply
+
+
+def kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps):
+    """The warp-tiled kernel with `steps(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN)` as its inner loop over a
+    k-tile (a later rung changes only that); fragments are two sets of registers, `a_frag[set, i]`."""
     WSUBM, WSUBN = WM // WMITER, WN // WNITER
     TCOLS, WARPS_N = WSUBN // TN, BN // WN
     THREADS = (BM // WM) * WARPS_N * 32
@@ -57,24 +91,7 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP):
         for l in range(B_LOADS):
             Bs[b_tile_row + l * B_ROWS, b_tile_col] = b_regs[l]
 
-    @cuda.jit(device=True, inline="always")
-    def outer_product(As, Bs, acc, a_frag, b_frag, p, row, col):
-        """acc += this thread's rows of As[p] ⊗ its columns of Bs[p]."""
-        for wi in range(WMITER):
-            for i in range(TM):
-                a_frag[wi * TM + i] = As[p, row + wi * WSUBM + i]
-        for wj in range(WNITER):
-            for j in range(TN):
-                b_frag[wj * TN + j] = Bs[p, col + wj * WSUBN + j]
-        for i in range(AM):
-            for j in range(AN):
-                acc[i, j] += a_frag[i] * b_frag[j]
-
-    @cuda.jit(device=True, inline="always")
-    def multiply(As, Bs, acc, a_frag, b_frag, row, col):
-        for p in range(ZERO, BK, U(2)):  # two k per trip: half the loop overhead
-            outer_product(As, Bs, acc, a_frag, b_frag, p, row, col)
-            outer_product(As, Bs, acc, a_frag, b_frag, p + ONE, row, col)
+    multiply = steps(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN)
 
     def sgemm_warptile(a, b, c):
         As0 = cuda.shared.array(A_SHAPE, float32)
@@ -82,8 +99,8 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP):
         As1 = cuda.shared.array(A_SHAPE, float32)
         Bs1 = cuda.shared.array(B_SHAPE, float32)
         acc = cuda.local.array((AM, AN), float32)
-        a_frag = cuda.local.array(AM, float32)
-        b_frag = cuda.local.array(AN, float32)
+        a_frag = cuda.local.array((2, AM), float32)
+        b_frag = cuda.local.array((2, AN), float32)
         a_regs = cuda.local.array(A_REGS, float32)
         b_regs = cuda.local.array(B_REGS, float32)
         m, k, n = uint64(a.shape[0]), uint64(a.shape[1]), uint64(b.shape[1])

@@ -1,4 +1,4 @@
-"""The Numba CUDA ladder: one Python file per rung (01_naive.py … 05_warptile.py), each a variant.
+"""The Numba CUDA ladder: one Python file per rung (01_naive.py … 06_register_prefetch.py), each a variant.
 
 A rung file's `make(**params)` returns the kernel's Python function with its tile parameters as closure
 constants: Numba compiles them in, so loops over tiles unroll and per-thread arrays become registers.
@@ -42,6 +42,7 @@ class Rung:
     name: str = ""  # default: the file's stem
     max_dim: int | None = None  # larger problems are declared unsupported (rung 03 runs in one thread)
     gufunc: bool = False
+    builds_on: tuple[str, ...] = ()  # rung files this one imports its kernel from (in its key and its inputs)
     description: str = ""
 
     @property
@@ -89,6 +90,11 @@ def _warptile_check(p) -> str | None:
     return static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
 
 
+WARPTILE_DEFAULTS = {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 4,
+                     "GROUP": 8}
+WARPTILE_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64, 128), "WN": (32, 64),
+                  "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "GROUP": (4, 8, 16)}
+
 RUNGS = (
     Rung("01_naive.py", block=lambda p: (32, 32), tile=lambda p: (32, 32), grid="rows_cols",
          description="cuda.grid(2), one thread per output, 32×32 threads; x runs down a column (uncoalesced)"),
@@ -101,12 +107,13 @@ RUNGS = (
          block=lambda p: (p["BN"] // p["TN"], p["BM"] // p["TM"]), tile=lambda p: (p["BM"], p["BN"]),
          check=_blocktile_check,
          description="TM×TN register tile per thread (cuda.local.array), A transposed and padded in shared memory"),
-    Rung("05_warptile.py",
-         {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 4, "GROUP": 8},
-         {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64, 128), "WN": (32, 64),
-          "WMITER": (1, 2), "WNITER": (1, 2), "TM": (4, 8), "TN": (4, 8), "GROUP": (4, 8, 16)},
+    Rung("05_warptile.py", WARPTILE_DEFAULTS, WARPTILE_SPACE,
          block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_warptile_check, grid="linear",
          description="warp tiles, two shared buffers fed from registers, unsigned indices, grouped block order"),
+    Rung("06_register_prefetch.py", WARPTILE_DEFAULTS, WARPTILE_SPACE, builds_on=("05_warptile.py",),
+         block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_warptile_check, grid="linear",
+         description="rung 05 with fragments double-buffered in registers: the next k-step read during this "
+                     "one's FMAs"),
 )
 
 
@@ -248,7 +255,7 @@ def _variant(rung: Rung) -> Variant:
     return Variant(family="numba", name=rung.variant_name, device="cuda", modes=("fp32",),
                    build=lambda mode, params, cache_dir: _build(rung, params), run=_run,
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
-                   unsupported=unsupported, source_files=(str(HERE / rung.file),),
+                   unsupported=unsupported, source_files=tuple(str(HERE / f) for f in (rung.file, *rung.builds_on)),
                    description=rung.description)
 
 
