@@ -87,7 +87,8 @@ print(json.dumps(out))
 def test_every_rung_is_correct_in_the_cuda_simulator():
     """Defaults, plus a second tile shape of the tuned rungs: edges cut through every tile."""
     cases = [(r.variant_name, dict(r.defaults)) for r in RUNGS]
-    warptiles = {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "WMITER": 1, "WNITER": 1, "TM": 4, "TN": 8, "GROUP": 4}
+    warptiles = {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "WMITER": 1, "WNITER": 1, "TM": 4, "TN": 8,
+                 "GROUP": 4}
     cases += [("04_blocktile_2d", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8}),
               ("05_warptile", warptiles), ("06_register_prefetch", warptiles),
               ("06_register_prefetch", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2})]  # more prefetch trips
