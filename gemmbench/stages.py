@@ -103,9 +103,10 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     if record:
         reused_from = str(committed.relative_to(tuning.COMMITTED.parent.parent))
         log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
-        if record.get("compilers") != tuning.compilers():  # a search of its own, without a budget to search again
+        # a search of its own, without a budget to search again
+        if tuning.relevant(variant, record.get("compilers", {})) != tuning.compilers(variant):
             log.warning("%s %s: %s was tuned with %s; this host compiles with %s", key, mode, reused_from,
-                        record.get("compilers"), tuning.compilers())
+                        record.get("compilers"), tuning.compilers(variant))
         write_json(out, {**record, "reused_from": reused_from})
         return record
     if variant.tuner:
@@ -130,7 +131,7 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
     record = {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
-              "compilers": tuning.compilers(), "space": variant.space, "classes": classes, "trials": trials}
+              "compilers": tuning.compilers(variant), "space": variant.space, "classes": classes, "trials": trials}
     write_json(out, record)
     return record
 
@@ -212,7 +213,7 @@ def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expect
                      variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
                      classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings,
-            "compilers": tuning.compilers(), "classes": classes}
+            "compilers": tuning.compilers(variant), "classes": classes}
 
 
 class Sittings:

@@ -62,19 +62,27 @@ def determining_files(variant: registry.Variant) -> list[str]:
     return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
 
 
-def compilers() -> dict:
-    """This host's versions of the COMPILERS."""
-    return {name: version for name, version in provenance.toolchain().items() if name in COMPILERS}
+def compilers(variant: registry.Variant | None = None) -> dict:
+    """This host's versions of the variant's compilers (of all COMPILERS without one)."""
+    return relevant(variant, provenance.toolchain())
+
+
+def relevant(variant: registry.Variant | None, versions: dict) -> dict:
+    """The entries of `versions` that compile the variant's kernels: a Numba kernel's tuning does not depend on
+    whether TVM is installed beside it."""
+    names = (variant.compilers if variant and variant.compilers else COMPILERS)
+    return {name: version for name, version in versions.items() if name in names}
 
 
 def key(variant: registry.Variant, mode: str, settings: dict, with_compilers: dict | None = None) -> str:
     """What a tuning result depends on: the files that determine the kernel (determining_files), the search space,
-    the tune settings (`settings`) and the compilers (`with_compilers`; default: this host's)."""
+    the tune settings (`settings`) and the variant's compilers (from `with_compilers`; default: this host's)."""
     digest = hashlib.sha256()
     for path in determining_files(variant):
         digest.update(Path(path).read_bytes())
     digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space, "settings": settings,
-                              "compilers": compilers() if with_compilers is None else with_compilers},
+                              "compilers": relevant(variant, provenance.toolchain() if with_compilers is None
+                                                    else with_compilers)},
                              sort_keys=True, default=list).encode())
     return digest.hexdigest()[:16]
 

@@ -16,6 +16,11 @@ MODES = ("fp32", "tf32")
 FAMILY_NAME = re.compile(r"[a-z][a-z0-9]*")  # a family is any name a module registers variants under
 
 
+# What each family compiles with (provenance.toolchain's names): what its tuning results are keyed on.
+NVRTC = ("cupy-cuda13x", "cupy-cuda12x", "nvrtc")  # CuPy's RawModule and compile_using_nvrtc
+NUMBA = ("numba", "numba-cuda", "nvcc")  # numba-cuda's NVVM comes with the CUDA toolkit that nvcc is from
+TVM = ("apache-tvm", "apache-tvm-ffi", *NVRTC)  # TVM writes the CUDA source, NVRTC compiles it
+
 @dataclass
 class Built:
     """What `build` returns: the runnable artifact plus facts about the build."""
@@ -43,6 +48,8 @@ class Variant:
                                                 harness builds, validates and times candidates ({status, median_s,
                                                 message} each), so a search proposes and never times
     source_files                                files whose edits must rebuild the variant (default: build's module)
+    compilers                                   the toolchain entries (provenance.toolchain's names) that turn its
+                                                source into machine code; its tuning is keyed on these (empty: all)
     prepare(artifact, *sizes) -> None           for variants whose kernels are specialised per shape: compile (not
                                                 run) the one for this shape now, so that the build stage does it
                                                 for every planned shape while another job holds the GPU
@@ -60,6 +67,7 @@ class Variant:
     check_params: Callable[[Mapping], str | None] = lambda params: None
     tuner: Callable[..., dict] | None = None
     source_files: tuple[str, ...] = ()
+    compilers: tuple[str, ...] = ()
     prepare: Callable[..., None] | None = None
     description: str = ""
     workload: str = "gemm"

@@ -133,6 +133,22 @@ def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     assert before != tune.key(variant, "fp32", settings)
 
 
+def test_a_tuning_key_holds_only_the_compilers_of_its_family():
+    """A Numba kernel tuned where TVM is not installed stands where it is; NVRTC's version keys CuPy, not Numba."""
+    variants = registry.load()
+    numba_rung, cupy_rung = variants["numba/05_warptile"], variants["cupy/10_pipelined"]
+    settings = {"trials": 4, "seed": 0, "sizes": [64]}
+    node = {"numba": "0.68.0", "numba-cuda": "0.30.4", "cupy-cuda13x": "14.2.0", "nvrtc": "13.0", "nvcc": "13.0.88"}
+    with_tvm = {**node, "apache-tvm": "0.27.0", "apache-tvm-ffi": "0.1.14"}
+    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings, with_tvm)
+    assert tune.key(cupy_rung, "fp32", settings, node) == tune.key(cupy_rung, "fp32", settings, with_tvm)
+    newer_nvrtc = {**node, "nvrtc": "13.1"}
+    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings, newer_nvrtc)
+    assert tune.key(cupy_rung, "fp32", settings, node) != tune.key(cupy_rung, "fp32", settings, newer_nvrtc)
+    assert tune.key(numba_rung, "fp32", settings, node) != tune.key(numba_rung, "fp32", settings,
+                                                                      {**node, "numba-cuda": "0.31.0"})
+
+
 def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
     rung = registry.load()["cupy/10_pipelined"]
     files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}

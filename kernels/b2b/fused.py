@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels.registry import Built, Variant, register
+from kernels.registry import NVRTC, Built, Variant, register
 from kernels.tiles import cdiv
 
 HERE = Path(__file__).parent
@@ -97,7 +97,7 @@ def _variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
                    build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir), run=_run,
                    unsupported=unsupported, source_files=(str(HERE / rung.file), str(HERE / "fused.cuh")),
-                   description=rung.description)
+                   compilers=NVRTC, description=rung.description)
 
 
 for _rung in RUNGS:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kernels.registry import Built, Variant, register
+from kernels.registry import NVRTC, Built, Variant, register
 from kernels.tiles import accumulators, block_threads, cdiv, divides, static_smem, warp_threads, warp_tiles
 
 HERE = Path(__file__).parent
@@ -217,7 +217,7 @@ def _variant(rung: Rung) -> Variant:
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
                    unsupported=_unsupported, source_files=(str(HERE / rung.file), str(HERE / "common.cuh"),
                                                            *(str(HERE / f) for f in _includes(rung.file))),
-                   description=rung.description)
+                   compilers=NVRTC, description=rung.description)
 
 
 def _includes(file: str) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kernels.registry import Built, Variant, register
+from kernels.registry import NUMBA, Built, Variant, register
 from kernels.tiles import accumulators, block_threads, cdiv, divides, static_smem, warp_threads, warp_tiles
 
 HERE = Path(__file__).parent
@@ -256,6 +256,7 @@ def _variant(rung: Rung) -> Variant:
                    build=lambda mode, params, cache_dir: _build(rung, params), run=_run,
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
                    unsupported=unsupported, source_files=tuple(str(HERE / f) for f in (rung.file, *rung.builds_on)),
+                   compilers=NUMBA,
                    description=rung.description)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kernels import sass
-from kernels.registry import Built, Variant, register
+from kernels.registry import TVM, Built, Variant, register
 
 HERE = Path(__file__).parent
 SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py")
@@ -231,7 +231,8 @@ def _variant(file: str) -> Variant:
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
                    build=lambda mode, params, cache_dir: _build(file, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
-                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), description=module.DESCRIPTION,
+                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), compilers=TVM,
+                   description=module.DESCRIPTION,
                    prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k))
 
 
