@@ -83,7 +83,8 @@ INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.
 
 
 def memory_instructions(sass: str) -> dict:
-    """Counts of the kernel's FFMAs and shared and global loads by width (static counts, whole kernel)."""
+    """Counts of the kernel's FFMAs, tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma) and shared and global
+    loads by width (static counts, whole kernel)."""
     ops = Counter(INSTRUCTION.findall(sass))
     if not ops:
         return {}
@@ -91,5 +92,7 @@ def memory_instructions(sass: str) -> dict:
     def width(name: str, bits: str) -> int:  # e.g. LDS.128, LDG.E.128.CONSTANT
         return sum(n for op, n in ops.items() if op.split(".")[0] == name and bits in op.split(".")[1:])
 
-    return {"sass_ffma": ops["FFMA"], "sass_lds32": ops["LDS"] + ops["LDS.U"], "sass_lds64": width("LDS", "64"),
+    matrix = lambda name: sum(n for op, n in ops.items() if op.split(".")[0] == name)  # noqa: E731
+    return {"sass_ffma": ops["FFMA"], "sass_hmma": matrix("HMMA"), "sass_hgmma": matrix("HGMMA"),
+            "sass_lds32": ops["LDS"] + ops["LDS.U"], "sass_lds64": width("LDS", "64"),
             "sass_lds128": width("LDS", "128"), "sass_ldg128": width("LDG", "128")}

@@ -14,6 +14,7 @@ import pytest
 
 from gemmbench import ROOT, tune
 from kernels import registry
+from kernels.cupy import tensorcore
 from kernels.cupy.ladder import HERE, RUNGS, cdiv
 
 
@@ -37,11 +38,11 @@ def committed_params(variant) -> list[dict]:
     return [{**variant.params, **c["params"]} for c in classes.values()]
 
 
-def nvcc_sm90(lines: list[str], include_dir: Path, tmp_path, name: str) -> str:
-    """ptxas's report (-v) for a source of explicit template instantiations, compiled to an sm_90 cubin."""
+def nvcc_sm90(lines: list[str], include_dir: Path, tmp_path, name: str, arch: str = "sm_90") -> str:
+    """ptxas's report (-v) for a source of explicit template instantiations, compiled to a cubin (out.cubin)."""
     source = tmp_path / f"instances_of_{name}.cu"
     source.write_text("\n".join(lines) + "\n")
-    done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{include_dir}",
+    done = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{include_dir}",
                            "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stderr
@@ -52,14 +53,14 @@ def assert_no_spills(report: str) -> None:
     assert spills and not any(spills), report
 
 
-def compile_sm90(rung, param_sets, tmp_path) -> str:
+def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90") -> str:
     """ptxas's report for every instantiation (both float4 paths of the vector rungs)."""
     flags = (True, False) if rung.vec else (None,)
     unique = {json.dumps(p, sort_keys=True): p for p in param_sets}.values()
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {rung.expression(p, flag)}(int, int, int, const float*, const float*, float*);"
         for p in unique for flag in flags]
-    return nvcc_sm90(lines, HERE, tmp_path, rung.name)
+    return nvcc_sm90(lines, HERE, tmp_path, rung.name, arch)
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -69,6 +70,19 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
     entries = re.findall(r"Compiling entry function", report)
     assert len(entries) >= (2 if rung.vec else 1)
     assert_no_spills(report)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("rung", tensorcore.RUNGS, ids=lambda r: r.name)
+def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, tmp_path):
+    from kernels import sass
+
+    variant = registry.load(["kernels.cupy.tensorcore"])[f"cupy/{rung.name}"]
+    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a")
+    assert_no_spills(report)
+    found = sass.facts((tmp_path / "out.cubin").read_bytes())
+    if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one
+        assert found["sass_hmma"] > 0 and found["sass_ffma"] == 0, found
 
 
 def test_ci_has_nvcc_when_it_claims_to():
@@ -171,5 +185,6 @@ def test_every_committed_tuning_result_matches_the_current_sources():
         ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's
         assert ran_with and tune.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
         found.setdefault(gpu, set()).add(variant.key)
-    tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
+    tuned = {v.key for v in plan.variants(cfg, "cuda")  # the registry also holds what other tests imported
+             if plan.tuned(cfg, v) and v.build.__module__ in registry.BUILTIN_MODULES}
     assert found["nvidia-h100-80gb-hbm3"] == tuned

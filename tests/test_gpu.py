@@ -93,6 +93,26 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     assert any(r["status"] == "ok" for r in rows)
 
 
+TENSOR_CORE = sorted(k for k in registry.load(["kernels.cupy.tensorcore"]) if k.startswith("cupy/tc"))
+
+
+@pytest.mark.parametrize("key", TENSOR_CORE)
+def test_every_tensor_core_rung_validates_in_tf32_with_a_sample_of_its_space(tmp_path, key):
+    """Tiles cut at every edge, K not a multiple of the k-tile, tall-skinny, against the fp64 product."""
+    from gemmbench import tune
+    variant = registry.load(["kernels.cupy.tensorcore"])[key]
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": ["tf32"],
+                           "variant_modules": ["kernels.cupy.tensorcore"], "sizes": [256],
+                           "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
+                                                 [4096, 96, 8192], [2048, 2048, 2048]]})
+    for params in tune.candidates(variant, variant.params, 3, seed=1):
+        cfg["params"] = {key: params}
+        build = stages.build(cfg, key, "tf32", tmp_path / "build.json")
+        assert build["status"] == "ok", build["message"]
+        rows = stages.validate(cfg, key, "tf32", tmp_path / "build.json", tmp_path / "validate.json")
+        assert all(r["status"] == "ok" for r in rows), [(params, r["m"], r["n"], r["k"], r["message"]) for r in rows]
+
+
 @pytest.mark.parametrize("key", B2B)
 def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, key):
     """Edges in every axis, widths below each compiled capacity, unaligned rows (4-byte copies), n0 = n1 = 256."""

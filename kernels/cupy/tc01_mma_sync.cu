@@ -1,0 +1,82 @@
+// Tensor-core rung 1 — mma.sync with shared tiles (TF32).
+//  * A BM×BK tile of A and a BK×BN tile of B are copied into shared memory, rounded to TF32 on the way
+//    (cvt.rna, round to nearest, ties away: what the tensor cores then read unchanged).
+//  * Each warp owns a WM×WN tile of C as (WM/16)×(WN/8) accumulators of mma.sync.m16n8k8 (4 floats a thread each)
+//    and, per 8-deep k-step, reads its A and B fragments from shared memory with scalar loads in the layout the
+//    PTX ISA gives for .tf32 fragments (no ldmatrix yet; the layout of the b2b kernel 02_fused_mma.cu). Row pads
+//    (A's row ≡ 4, B's ≡ 8 floats mod 32 banks) make both reads free of bank conflicts.
+//  * Global loads are scalar and bounds-checked, one barrier pair per k-tile: what later rungs improve on.
+#include "common.cuh"
+
+__device__ __forceinline__ float to_tf32(float x) {
+    unsigned int rounded;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(rounded) : "f"(x));
+    return __uint_as_float(rounded);
+}
+
+template <int BM, int BN, int BK, int WM, int WN>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+tc_mma_sync(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+    constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32, FM = WM / 16, FN = WN / 8;
+    constexpr int LDA = BK + 4, LDB = BN + 8;
+    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 8 == 0 && BK % 8 == 0, "whole mma tiles");
+    __shared__ float As[BM * LDA];
+    __shared__ float Bs[BK * LDB];
+
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int group = lane / 4, member = lane % 4;  // the PTX ISA's groupID and threadID_in_group
+    const int warp_row = (warp / WARPS_N) * WM, warp_col = (warp % WARPS_N) * WN;
+
+    float acc[FM][FN][4] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int i = threadIdx.x; i < BM * BK; i += THREADS) {
+            const int r = i / BK, c = i % BK, gr = row0 + r, gc = k0 + c;
+            As[r * LDA + c] = gr < M && gc < K ? to_tf32(A[gr * K + gc]) : 0.0f;
+        }
+        for (int i = threadIdx.x; i < BK * BN; i += THREADS) {
+            const int r = i / BN, c = i % BN, gr = k0 + r, gc = col0 + c;
+            Bs[r * LDB + c] = gr < K && gc < N ? to_tf32(B[gr * N + gc]) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            unsigned int a[FM][4], b[FN][2];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {  // a0: (g, t), a1: (g + 8, t), a2: (g, t + 4), a3: (g + 8, t + 4)
+                const float* tile = As + (warp_row + i * 16 + group) * LDA + kk + member;
+                a[i][0] = __float_as_uint(tile[0]);
+                a[i][1] = __float_as_uint(tile[8 * LDA]);
+                a[i][2] = __float_as_uint(tile[4]);
+                a[i][3] = __float_as_uint(tile[8 * LDA + 4]);
+            }
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {  // b0: (k = t, n = g), b1: (k = t + 4, n = g)
+                const float* tile = Bs + (kk + member) * LDB + warp_col + j * 8 + group;
+                b[j][0] = __float_as_uint(tile[0]);
+                b[j][1] = __float_as_uint(tile[4 * LDB]);
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                        : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // c0, c1: row g, columns 2t and 2t + 1; c2, c3: row g + 8
+                const int r = row0 + warp_row + i * 16 + group + (e / 2) * 8;
+                const int c = col0 + warp_col + j * 8 + member * 2 + e % 2;
+                if (r < M && c < N) C[r * N + c] = acc[i][j][e];
+            }
+}
