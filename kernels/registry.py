@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -81,6 +82,7 @@ class Variant:
 
 
 _REGISTRY: dict[str, Variant] = {}
+_ORIGIN: dict[str, str] = {}  # variant key -> the module that registered it
 BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder", "kernels.cpu.numpy_blas",
                    "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused", "kernels.b2b.fused")
 ROLES = ("", "baseline", "unfused")
@@ -98,6 +100,7 @@ def register(variant: Variant) -> Variant:
     if unknown:
         raise ValueError(f"variant {variant.key}: unknown modes {sorted(unknown)} (one of {MODES})")
     _REGISTRY[variant.key] = variant
+    _ORIGIN[variant.key] = sys._getframe(1).f_globals.get("__name__", "")  # the module whose code registered it
     return variant
 
 
@@ -107,10 +110,14 @@ def registered(key: str) -> Variant:
 
 
 def load(extra_modules: tuple[str, ...] | list[str] = ()) -> dict[str, Variant]:
-    """Every registered variant, keyed 'family/name'. Extra modules register more (e.g. tests' planted kernels)."""
-    for module in (*BUILTIN_MODULES, *extra_modules):
+    """The variants that the built-in modules and `extra_modules` (e.g. tests' planted kernels), or their
+    submodules, register, keyed 'family/name'; one registered by a module imported for another reason (another
+    test's, a staged ladder) is not among them."""
+    modules = (*BUILTIN_MODULES, *extra_modules)
+    for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
             raise ImportError(f"variant module {module!r} cannot be imported: {exc}") from exc
-    return dict(_REGISTRY)
+    return {key: variant for key, variant in _REGISTRY.items()
+            if any(_ORIGIN[key] == module or _ORIGIN[key].startswith(f"{module}.") for module in modules)}
