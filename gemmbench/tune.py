@@ -21,7 +21,8 @@ from kernels import registry
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
 # The toolchain entries that turn a kernel's source into machine code (provenance.toolchain's names): a tuning
 # result holds for the compilers it was searched with (NVRTC 13.0 and 13.1 make different SASS of one source).
-COMPILERS = ("numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "apache-tvm", "apache-tvm-ffi", "nvrtc", "nvcc")
+# A variant that declares none (Variant.compilers) is keyed on all the families' compilers.
+COMPILERS = tuple(dict.fromkeys((*registry.NVRTC, *registry.NUMBA, *registry.TVM)))
 
 
 def gpu_slug(name: str) -> str:

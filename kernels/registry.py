@@ -22,6 +22,7 @@ NVRTC = ("cupy-cuda13x", "cupy-cuda12x", "nvrtc")  # CuPy's RawModule and compil
 NUMBA = ("numba", "numba-cuda", "nvcc")  # numba-cuda's NVVM comes with the CUDA toolkit that nvcc is from
 TVM = ("apache-tvm", "apache-tvm-ffi", *NVRTC)  # TVM writes the CUDA source, NVRTC compiles it
 
+
 @dataclass
 class Built:
     """What `build` returns: the runnable artifact plus facts about the build."""

@@ -89,10 +89,10 @@ def memory_instructions(sass: str) -> dict:
     if not ops:
         return {}
 
-    def width(name: str, bits: str) -> int:  # e.g. LDS.128, LDG.E.128.CONSTANT
-        return sum(n for op, n in ops.items() if op.split(".")[0] == name and bits in op.split(".")[1:])
+    def count(name: str, bits: str | None = None) -> int:  # e.g. LDS.128, LDG.E.128.CONSTANT; any HMMA.*
+        return sum(n for op, n in ops.items()
+                   if op.split(".")[0] == name and (bits is None or bits in op.split(".")[1:]))
 
-    matrix = lambda name: sum(n for op, n in ops.items() if op.split(".")[0] == name)  # noqa: E731
-    return {"sass_ffma": ops["FFMA"], "sass_hmma": matrix("HMMA"), "sass_hgmma": matrix("HGMMA"),
-            "sass_lds32": ops["LDS"] + ops["LDS.U"], "sass_lds64": width("LDS", "64"),
-            "sass_lds128": width("LDS", "128"), "sass_ldg128": width("LDG", "128")}
+    return {"sass_ffma": ops["FFMA"], "sass_hmma": count("HMMA"), "sass_hgmma": count("HGMMA"),
+            "sass_lds32": ops["LDS"] + ops["LDS.U"], "sass_lds64": count("LDS", "64"),
+            "sass_lds128": count("LDS", "128"), "sass_ldg128": count("LDG", "128")}
