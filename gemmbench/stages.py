@@ -115,17 +115,22 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
         return record
     candidates = tuning.candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
     points = [_trial(config, variant, size, params) for size in settings["sizes"] for params in candidates]
-    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials)", key, mode, len(candidates),
-             settings["sizes"], gpu, len(points))
+    earlier = tuning.earlier_trials(config["tune"], variant, mode, gpu)
+    todo = [p for p in points if tuning.trial_id(p.size_class, p.params) not in earlier]
+    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials, %d of them kept from %s)", key, mode,
+             len(candidates), settings["sizes"], gpu, len(points), len(points) - len(todo),
+             committed.relative_to(tuning.COMMITTED.parent.parent) if len(todo) < len(points) else "no earlier search")
 
     def describe(i):
-        changed = {k: v for k, v in points[i].params.items() if v != candidates[0].get(k)}
-        return f"tune {key} n={points[i].size_class} {changed or 'defaults'}"
+        changed = {k: v for k, v in todo[i].params.items() if v != candidates[0].get(k)}
+        return f"tune {key} n={todo[i].size_class} {changed or 'defaults'}"
 
-    rows = _measure_trials(config, variant, mode, points, describe)
-    trials = [{"size": p.size_class, "params": p.params, **{k: r.get(k) for k in (
-        "status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")}}
-              for p, r in zip(points, rows)]
+    rows = _measure_trials(config, variant, mode, todo, describe) if todo else []
+    measured = {tuning.trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
+                                                          **{k: r.get(k) for k in TRIAL_FIELDS}}
+                for p, r in zip(todo, rows)}
+    found = {**earlier, **measured}
+    trials = [found[tuning.trial_id(p.size_class, p.params)] for p in points]
     classes = tuning.best_per_class(trials, settings["sizes"])
     for size in settings["sizes"]:
         if str(size) not in classes:
@@ -134,6 +139,9 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
               "compilers": tuning.compilers(variant), "space": variant.space, "classes": classes, "trials": trials}
     write_json(out, record)
     return record
+
+
+TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
 
 
 def _trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:

@@ -108,14 +108,40 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
               with_compilers: dict | None = None) -> tuple[Path, dict | None]:
     """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
     the current sources, search space, tune settings (`tune`: the config's tune section) and compilers
-    (`with_compilers`, default this host's). A variant with a search of its own and no trial budget in `tune` takes
-    the committed search as it was run (its settings and compilers), if it was run on the current sources."""
+    (`with_compilers`, default this host's). A search of more trials with the same seed and sizes stands too: its
+    seeded candidates begin with the configured ones (`candidates`), so it covers that search. A variant with a
+    search of its own and no trial budget in `tune` takes the committed search as it was run (its settings and
+    compilers), if it was run on the current sources."""
     path = committed_path(gpu, variant, mode)
-    record = reusable(path, key(variant, mode, settings(tune, variant), with_compilers))
-    if record is None and variant.tuner and not tune["autotuner"]["trials"] and path.exists():
+    wanted = settings(tune, variant)
+    record = reusable(path, key(variant, mode, wanted, with_compilers))
+    if record is None and path.exists():
         ran = json.loads(path.read_text())
-        record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
+        if variant.tuner and not tune["autotuner"]["trials"]:
+            record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
+        elif _covers(ran["settings"], wanted):
+            record = reusable(path, key(variant, mode, ran["settings"], with_compilers))
     return path, record
+
+
+def _covers(ran: dict, wanted: dict) -> bool:
+    return ran["trials"] >= wanted["trials"] and {**ran, "trials": wanted["trials"]} == wanted
+
+
+def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> dict:
+    """The trials of a committed search that a deeper one (more trials, the same seed and sizes, sources and
+    compilers) can keep instead of timing them again, by (size, parameters): a long search spread over sittings."""
+    path = committed_path(gpu, variant, mode)
+    if variant.tuner or not path.exists():
+        return {}
+    ran = json.loads(path.read_text())
+    if not _covers(settings(tune, variant), ran["settings"]) or not reusable(path, key(variant, mode, ran["settings"])):
+        return {}
+    return {trial_id(t["size"], t["params"]): t for t in ran["trials"]}
+
+
+def trial_id(size: int, params: dict) -> str:
+    return json.dumps([size, params], sort_keys=True)
 
 
 def best_per_class(rows: list[dict], sizes: list[int]) -> dict:

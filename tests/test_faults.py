@@ -98,6 +98,36 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
 
 
+def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallower_setting(tmp_path, cpu_config,
+                                                                                          monkeypatch):
+    """A long search spread over sittings: the trials a committed search timed are kept, not timed again, by a
+    search of more trials (same seed and sizes), whose result then stands for the shallower setting too."""
+    from gemmbench import tune as tuning
+    from kernels import registry
+
+    monkeypatch.setattr(tuning, "COMMITTED", tmp_path / "config" / "tuning")
+    cpu_config.update(variant_modules=["tests.planted"], cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
+    committed = tuning.committed_path("test-cpu", variant, "fp32")
+
+    def search(trials):
+        cfg = config.validate({**cpu_config, "tune": {"trials": trials, "sizes": [32]}})
+        return cfg, stages.tune(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / f"tune-{trials}.json")
+
+    shallow_cfg, shallow = search(2)
+    committed.parent.mkdir(parents=True)
+    committed.write_text(json.dumps(shallow))
+    _, deep = search(3)
+    assert deep["trials"][:2] == shallow["trials"] and len(deep["trials"]) == 3  # the same rows, not timed again
+    assert deep["settings"]["trials"] == 3 and deep["key"] != shallow["key"]
+    committed.write_text(json.dumps(deep))
+    tune = shallow_cfg["tune"]
+    assert tuning.committed(tune, variant, "fp32", "test-cpu")[1]["key"] == deep["key"]
+    assert tuning.committed({**tune, "trials": 4}, variant, "fp32", "test-cpu")[1] is None
+    assert tuning.committed({**tune, "seed": 5}, variant, "fp32", "test-cpu")[1] is None
+
+
 def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_and_times(tmp_path, cpu_config):
     """The autotuner's contract: the search hands over parameter sets, the harness measures them (compiled ahead,
     then validated and timed in its worker; a refused one comes back as such), and the sittings are kept."""

@@ -47,16 +47,5 @@ sgemm_warptile(int M, int N, int K, const float* __restrict__ A, const float* __
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int wm = 0; wm < WMITER; ++wm)
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int wn = 0; wn < WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < TN; j += 4) {
-                    const float* v = &acc[wm * TM + i][wn * TN + j];
-                    store4<VEC>(C, row0 + wrow + wm * WSUBM + lrow + i, col0 + wcol + wn * WSUBN + lcol + j, M, N, N,
-                                make_float4(v[0], v[1], v[2], v[3]));
-                }
+    store_thread_tile<TM, TN, WSUBM, 1, WSUBN, VEC>(C, acc, row0 + wrow + lrow, col0 + wcol + lcol, M, N);
 }

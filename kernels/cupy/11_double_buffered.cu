@@ -26,10 +26,8 @@ sgemm_double_buffered(int M, int N, int K, const float* __restrict__ A, const fl
     float* As = reinterpret_cast<float*>(smem);  // [STAGES][BM][LDA]
     float* Bs = As + STAGES * BM * LDA;          // [STAGES][BK][BN]
 
-    const int tiles_m = CEIL_DIV(M, BM), tiles_n = CEIL_DIV(N, BN);
-    const int per_group = GROUP * tiles_n, first_m = (blockIdx.x / per_group) * GROUP;
-    const int group_rows = min(tiles_m - first_m, GROUP), in_group = blockIdx.x % per_group;
-    const int row0 = (first_m + in_group % group_rows) * BM, col0 = (in_group / group_rows) * BN;
+    const int2 origin = grouped_tile_origin<BM, BN, GROUP>(M, N);
+    const int row0 = origin.x, col0 = origin.y;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wrow = (warp / (BN / WN)) * WM + lane / LC;
@@ -102,16 +100,5 @@ sgemm_double_buffered(int M, int N, int K, const float* __restrict__ A, const fl
             }
         }
     }
-#pragma unroll
-    for (int wm = 0; wm < WMITER; ++wm)
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int wn = 0; wn < WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < TN; j += 4) {
-                    const float* v = &acc[wm * TM + i][wn * TN + j];
-                    store4<VEC>(C, row0 + wrow + wm * WSUBM + i * LR, col0 + wcol + wn * WSUBN + j, M, N, N,
-                                make_float4(v[0], v[1], v[2], v[3]));
-                }
+    store_thread_tile<TM, TN, WSUBM, LR, WSUBN, VEC>(C, acc, row0 + wrow, col0 + wcol, M, N);
 }

@@ -31,6 +31,20 @@ __device__ __forceinline__ void store4(float* p, int row, int col, int rows, int
         if (col + i < cols) p[row * ld + col + i] = e[i];
 }
 
+// A thread's accumulators into C, as float4s along rows: acc[i][j] goes to row row0 + (i / TM)·SUB_ROWS + (i % TM)·
+// ROW_STEP and column col0 + (j / TN)·SUB_COLS + j % TN (a warp tile's WMITER×WNITER sub-tiles of TM×TN each).
+template <int TM, int TN, int SUB_ROWS, int ROW_STEP, int SUB_COLS, bool VEC, int ROWS, int COLS>
+__device__ __forceinline__ void store_thread_tile(float* C, const float (&acc)[ROWS][COLS], int row0, int col0, int M,
+                                                  int N) {
+    static_assert(TN % 4 == 0, "a thread's columns are stored as float4s");
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+        for (int j = 0; j < COLS; j += 4)
+            store4<VEC>(C, row0 + (i / TM) * SUB_ROWS + (i % TM) * ROW_STEP, col0 + (j / TN) * SUB_COLS + j % TN, M, N,
+                        N, make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+}
+
 // A ROWS×COLS tile of a row-major matrix into shared memory (row stride LD), all THREADS threads cooperating.
 template <int ROWS, int COLS, int THREADS, int LD>
 __device__ __forceinline__ void load_tile(float* s, const float* g, int row0, int col0, int rows, int cols, int ld) {

@@ -1,4 +1,4 @@
-"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 11_double_buffered.cu), each a variant.
+"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 12_async_transpose.cu), each a variant.
 
 Each rung's kernel is a template over its tile parameters; CuPy compiles the instantiation a parameter set
 asks for (RawModule name expressions) with NVRTC. Rungs that read float4s also get a VEC=false instance for
@@ -90,6 +90,16 @@ def _pipelined_check(p) -> str | None:
     return _warptile_check(p)
 
 
+def _transposed_copy_check(p) -> str | None:
+    if warp_threads(p) % p["BK"]:
+        return "the threads of a block must copy whole rows of BK elements of A"
+    return _warptile_check(p)
+
+
+def _transposed_smem(p) -> int:
+    return p["STAGES"] * p["BK"] * (p["BM"] + 4 + p["BN"]) * 4
+
+
 def _swizzled_check(p) -> str | None:
     return (None if p["BK"] in (4, 8, 16, 32) else "the swizzle needs BK in 4, 8, 16, 32") or _vector_check(p)
 
@@ -154,6 +164,12 @@ RUNGS = (
          {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WMITER": 1, "WNITER": 2, "TM": 8, "TN": 8,
           "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 1}, _PIPELINED_SPACE, **_PIPELINED,
          description="cuBLAS's tile recipe, fragments double-buffered in registers across k-steps and k-tiles"),
+    Rung("12_async_transpose.cu", "sgemm_async_transpose", _PIPELINED_TEMPLATE,
+         {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 8,
+          "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 1}, _PIPELINED_SPACE,
+         **{**_PIPELINED, "check": _transposed_copy_check, "dynamic_smem": _transposed_smem},
+         description="cuBLAS's tile recipe with A transposed into shared memory by 4-byte cp.async: 8×16 "
+                     "accumulators and double-buffered fragments within the register file"),
 )
 
 
@@ -209,11 +225,13 @@ def _unsupported(m, n, k, params) -> str | None:
     return None
 
 
-def _variant(rung: Rung) -> Variant:
+def variant(rung: Rung, modes: tuple[str, ...] = ("fp32",)) -> Variant:
+    """A rung as a variant of the cupy family: compiled with NVRTC, launched by `Rung.launch`. Other ladders of raw
+    CUDA files (the tensor-core rungs) declare their rungs and call this too."""
     def build(mode, params, cache_dir):
         return Built(*_compile(rung, params))
 
-    return Variant(family="cupy", name=rung.name, device="cuda", modes=("fp32",), build=build, run=_run,
+    return Variant(family="cupy", name=rung.name, device="cuda", modes=modes, build=build, run=_run,
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
                    unsupported=_unsupported, source_files=(str(HERE / rung.file), str(HERE / "common.cuh"),
                                                            *(str(HERE / f) for f in _includes(rung.file))),
@@ -231,4 +249,4 @@ def _includes(file: str) -> list[str]:
 
 
 for _rung in RUNGS:
-    register(_variant(_rung))
+    register(variant(_rung))

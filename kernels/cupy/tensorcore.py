@@ -1,13 +1,13 @@
 """The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu …), TF32 (BF16 comes with its mode).
 
-Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`). Staged: not among the
-built-in modules until its kernels have run validated on a GPU; a config adds it with
+Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`, `ladder.variant`).
+Staged: not among the built-in modules until its kernels have run validated on a GPU; a config adds it with
 `variant_modules: [kernels.cupy.tensorcore]`.
 """
 from __future__ import annotations
 
 from kernels.cupy import ladder
-from kernels.registry import NVRTC, Built, Variant, register
+from kernels.registry import register
 from kernels.tiles import accumulators, block_threads, static_smem, warp_threads
 
 
@@ -30,14 +30,5 @@ RUNGS = (
 )
 
 
-def _variant(rung: ladder.Rung) -> Variant:
-    return Variant(family="cupy", name=rung.name, device="cuda", modes=("tf32",),
-                   build=lambda mode, params, cache_dir: Built(*ladder._compile(rung, params)), run=ladder._run,
-                   params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
-                   unsupported=ladder._unsupported,
-                   source_files=(str(ladder.HERE / rung.file), str(ladder.HERE / "common.cuh")), compilers=NVRTC,
-                   description=rung.description)
-
-
 for _rung in RUNGS:
-    register(_variant(_rung))
+    register(ladder.variant(_rung, modes=("tf32",)))
