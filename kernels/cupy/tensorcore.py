@@ -8,15 +8,59 @@ from __future__ import annotations
 
 from kernels.cupy import ladder
 from kernels.registry import register
-from kernels.tiles import accumulators, block_threads, static_smem, warp_threads
+from kernels.tiles import accumulators, block_threads, cdiv, static_smem, warp_threads
+
+
+def _mma_smem_floats(p) -> int:
+    """A's BM×BK tile with rows padded by 4 floats, B's BK×BN tile by 8 (conflict-free fragment reads)."""
+    return p["BM"] * (p["BK"] + 4) + p["BK"] * (p["BN"] + 8)
+
+
+def _mma_warps_check(p) -> str | None:
+    if p["BM"] % p["WM"] or p["BN"] % p["WN"] or p["WM"] % 16 or p["WN"] % 8 or p["BK"] % 8:
+        return "warp tiles must divide the block tile into whole 16×8 mma tiles, BK a multiple of 8"
+    return block_threads(warp_threads(p)) or accumulators(p["WM"] * p["WN"] // 32)
 
 
 def _mma_tiles_check(p) -> str | None:
-    if p["BM"] % p["WM"] or p["BN"] % p["WN"] or p["WM"] % 16 or p["WN"] % 8 or p["BK"] % 8:
-        return "warp tiles must divide the block tile into whole 16×8 mma tiles, BK a multiple of 8"
-    return (block_threads(warp_threads(p))
-            or static_smem(p["BM"] * (p["BK"] + 4) + p["BK"] * (p["BN"] + 8))
-            or accumulators(p["WM"] * p["WN"] // 32))
+    return _mma_warps_check(p) or static_smem(_mma_smem_floats(p))
+
+
+def _fragment_registers(p) -> int:
+    """A warp's fragments of one k-step, per thread: 4 registers per 16×8 A tile, 2 per 8×8 B tile."""
+    return (p["WM"] // 16) * 4 + (p["WN"] // 8) * 2
+
+
+def _registers(p, need: int, min_blocks: int = 1) -> str | None:
+    budget = min(255, 65536 // (warp_threads(p) * min_blocks))
+    return None if need <= budget else f"about {need} registers a thread, {budget} left by {min_blocks} block(s) per SM"
+
+
+def _ldmatrix_check(p) -> str | None:
+    """Registers (ptxas's counts over the space): accumulators, fragments, the float4s of a k-tile's copy, which
+    are all loaded before they are stored, and about 12 for indices."""
+    bad = _mma_tiles_check(p)
+    if bad:
+        return bad
+    staged = sum(cdiv(rows * cols // 4, warp_threads(p)) for rows, cols in ((p["BM"], p["BK"]), (p["BK"], p["BN"])))
+    return _registers(p, p["WM"] * p["WN"] // 32 + _fragment_registers(p) + 4 * staged + 12)
+
+
+def _pipelined_mma_smem(p) -> int:
+    return p["STAGES"] * _mma_smem_floats(p) * 4
+
+
+def _pipelined_mma_check(p) -> str | None:
+    """Registers (ptxas's counts over the space): accumulators, two buffers of fragments and about 60 for the
+    cp.async source pointers and indices."""
+    if p["BK"] % 16:
+        return "BK must be a multiple of 16 (an even count of k-steps: the fragment buffers alternate)"
+    if warp_threads(p) % (p["BN"] // 4):
+        return "the threads of a block must copy whole rows of B's tile as float4s"
+    if p["MIN_BLOCKS"] * (_pipelined_mma_smem(p) + 1024) > 228 * 1024:  # an SM's 228 KiB, 1 KiB kept per block
+        return f"{p['MIN_BLOCKS']} blocks of {_pipelined_mma_smem(p)} bytes of shared memory do not fit on an SM"
+    return _mma_warps_check(p) or _registers(p, p["WM"] * p["WN"] // 32 + 2 * _fragment_registers(p) + 60,
+                                             p["MIN_BLOCKS"])
 
 
 RUNGS = (
@@ -27,6 +71,20 @@ RUNGS = (
                 check=_mma_tiles_check,
                 description="mma.sync.m16n8k8 TF32 from shared tiles rounded to TF32, fragments read with scalar "
                             "loads"),
+    ladder.Rung("tc02_ldmatrix.cu", "tc_ldmatrix", ("BM", "BN", "BK", "WM", "WN"),
+                {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64},
+                {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64), "WN": (32, 64)},
+                threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_ldmatrix_check, vec=True,
+                description="A fragments with ldmatrix.x4 from a padded tile, float4 copies, fragments rounded to "
+                            "TF32 in registers, 64×64 warp tiles"),
+    ladder.Rung("tc03_cp_async.cu", "tc_cp_async", ("BM", "BN", "BK", "WM", "WN", "STAGES", "GROUP", "MIN_BLOCKS"),
+                {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 2},
+                {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64), "WN": (32, 64),
+                 "STAGES": (2, 3, 4), "GROUP": (8,), "MIN_BLOCKS": (1, 2)},
+                threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_mma_check, vec=True,
+                grid_1d=True, dynamic_smem=_pipelined_mma_smem,
+                description="tc02 with a cp.async multi-stage pipeline, fragments double-buffered in registers, "
+                            "grouped block order"),
 )
 
 
