@@ -8,6 +8,9 @@
 //  * A warp's A copies read 32-byte sectors whole (its lanes run along k, BK at a time) and, with the transposed
 //    tile's row stride BM + 4, a warp's 4-byte stores for BK = 8 land in 32 distinct banks. The float4 reads of A
 //    and B are shared by the lanes of a warp row or column (broadcast).
+//  * The FFMAs of a k-step run column by column: one value of B meets this thread's values of A in turn. On an H100
+//    that measured faster than row by row, whose FFMAs Nsight Compute found stalled on dispatch (see the example's
+//    README in reports/examples/h100-fp32-ceiling).
 //  * Pipeline, grouped block order and zero-filled edges as in rung 10.
 #include "11_double_buffered.cu"
 
@@ -105,16 +108,16 @@ sgemm_async_transpose(int M, int N, int K, const float* __restrict__ A, const fl
             const float4(&ac)[AF] = a[kk % 2];
             const float4(&bc)[BF] = b[kk % 2];
 #pragma unroll
-            for (int i = 0; i < AF; ++i)
+            for (int j = 0; j < BF; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float ai = component(ac[i], e);
+                for (int c = 0; c < 4; ++c) {
+                    const float bj = component(bc[j], c);
 #pragma unroll
-                    for (int j = 0; j < BF; ++j) {
-                        acc[4 * i + e][4 * j + 0] += ai * bc[j].x;
-                        acc[4 * i + e][4 * j + 1] += ai * bc[j].y;
-                        acc[4 * i + e][4 * j + 2] += ai * bc[j].z;
-                        acc[4 * i + e][4 * j + 3] += ai * bc[j].w;
+                    for (int i = 0; i < AF; ++i) {
+                        acc[4 * i + 0][4 * j + c] += ac[i].x * bj;
+                        acc[4 * i + 1][4 * j + c] += ac[i].y * bj;
+                        acc[4 * i + 2][4 * j + c] += ac[i].z * bj;
+                        acc[4 * i + 3][4 * j + c] += ac[i].w * bj;
                     }
                 }
         }
