@@ -49,17 +49,19 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
 
 
 def determining_files(variant: registry.Variant) -> list[str]:
-    """The files whose edits must re-run a variant's jobs: its declared sources, the module that defines it (its
-    launch code) and the kernels/ modules that module uses (shared helpers such as kernels/tiles.py), but for those
-    that only read what was compiled (DETERMINES_KERNELS = False, such as kernels/sass.py)."""
+    """The files whose edits must re-run a variant's jobs: its declared sources, the module that defines its build
+    (its launch code) and the one that registered it (its declaration, such as the tensor-core rungs' tiles and
+    checks beside the CuPy ladder's launch code), and the kernels/ modules these use (shared helpers such as
+    kernels/tiles.py), but for those that only read what was compiled (DETERMINES_KERNELS = False, such as
+    kernels/sass.py)."""
     used = set()
     if variant.build:
-        module = sys.modules[variant.build.__module__]
+        modules = {sys.modules[variant.build.__module__], sys.modules[registry.origin(variant.key)]}
         owners = (value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-                  for value in vars(module).values())
-        used = {module.__name__, *(owner for owner in owners if isinstance(owner, str) and owner.startswith("kernels.")
-                                   and owner != registry.__name__
-                                   and getattr(sys.modules.get(owner), "DETERMINES_KERNELS", True))}
+                  for module in modules for value in vars(module).values())
+        used = {*(module.__name__ for module in modules),
+                *(owner for owner in owners if isinstance(owner, str) and owner.startswith("kernels.")
+                  and owner != registry.__name__ and getattr(sys.modules.get(owner), "DETERMINES_KERNELS", True))}
     return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
 
 

@@ -105,6 +105,11 @@ def register(variant: Variant) -> Variant:
     return variant
 
 
+def origin(key: str) -> str:
+    """The module whose code registered the variant (its declaration: launch shape, checks, defaults)."""
+    return _ORIGIN[key]
+
+
 def registered(key: str) -> Variant:
     """A variant registered already (by a module imported before the caller), e.g. to compose another from it."""
     return _REGISTRY[key]

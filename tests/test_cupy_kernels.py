@@ -175,6 +175,13 @@ def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
             "kernels/tiles.py"} <= files
 
 
+def test_a_tensor_core_rungs_tuning_key_covers_the_module_that_declares_it():
+    """Its launch code is the CuPy ladder's, its tiles and checks are declared in kernels/cupy/tensorcore.py."""
+    rung = registry.load(["kernels.cupy.tensorcore"])["cupy/tc03_cp_async"]
+    files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
+    assert {"kernels/cupy/tc03_cp_async.cu", "kernels/cupy/ladder.py", "kernels/cupy/tensorcore.py"} <= files
+
+
 def test_every_committed_tuning_result_matches_the_current_sources():
     """A stale committed result would silently trigger a search on every GPU of its model: re-tune and commit it.
     The H100's results cover every variant the default run tunes (and the staged tensor-core rungs')."""
