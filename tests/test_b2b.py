@@ -106,6 +106,21 @@ def _simt_product(a, b, np_):
     return out
 
 
+def _warptile_product(a, b, np_):
+    """WarpTile::step over one chunk: warp w owns rows (w / 4)·32 + … and columns (w % 4)·np/4 + …; lane l has rows
+    l / 4 + 8 i (i < 4), read along k as float4s, and the float4 column groups (l % 4)·4 + 16 g (g < np/64)."""
+    out, owners = np.zeros((fused.ROWS_PER_BLOCK, np_)), np.zeros((fused.ROWS_PER_BLOCK, np_), dtype=int)
+    for thread in range(fused.THREADS):
+        warp, lane = thread // 32, thread % 32
+        rows = [(warp // 4) * 32 + lane // 4 + 8 * i for i in range(4)]
+        cols = [(warp % 4) * (np_ // 4) + (lane % 4) * 4 + 16 * g + e for g in range(np_ // 64) for e in range(4)]
+        for k4 in range(0, a.shape[1], 4):  # a float4 of each row along k, then four k-steps of B's float4s
+            out[np.ix_(rows, cols)] += a[rows, k4:k4 + 4] @ b[k4:k4 + 4, cols]
+        owners[np.ix_(rows, cols)] += 1
+    assert (owners == 1).all()  # every element of the tile has exactly one thread
+    return out
+
+
 def _mma_product(a, b, np_):
     """MmaTile::step: per warp 16 rows × np/2 columns; per lane the m16n8k8 fragments as the .cu file reads them
     (a[g][t], a[g+8][t], a[g][t+4], a[g+8][t+4]; b[t][g], b[t+4][g]), assembled into the matrices the PTX ISA
@@ -150,7 +165,7 @@ def _fused_model(a0, b0, b1, product):
     return d
 
 
-@pytest.mark.parametrize("product", [_simt_product, _mma_product], ids=["simt", "mma"])
+@pytest.mark.parametrize("product", [_simt_product, _mma_product, _warptile_product], ids=["simt", "mma", "warptile"])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (7, 13, 5, 3), (65, 33, 64, 129), (130, 70, 200, 256)])
 def test_the_fused_tiling_computes_the_chained_product(product, shape):
     m, k0, n0, n1 = shape

@@ -1,9 +1,10 @@
 """Fused back-to-back GEMM in CuPy raw CUDA: D = (A0·B0)·B1 with the intermediate kept on chip.
 
-One CUDA file per rung (01_fused_simt.cu: FP32 FFMA, 02_fused_mma.cu: TF32 tensor cores) over one kernel body
-(fused.cuh). A block owns 64 rows of D and spans all of N0 and N1, so each kernel is instantiated for the
-capacities N0, N1 ≤ 64, 128, 256; wider shapes are declared unsupported. Every instantiation is compiled at build
-time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and a 4-byte one for the rest.
+One CUDA file per rung (01_fused_simt.cu: FP32 FFMA, 02_fused_mma.cu: TF32 tensor cores, 03_fused_warptile.cu: FP32
+FFMA in float4 warp tiles) over one kernel body (fused.cuh). A block owns 64 rows of D and spans all of N0 and N1,
+so each kernel is instantiated for the capacities N0, N1 ≤ 64, 128, 256; wider shapes are declared unsupported.
+Every instantiation is compiled at build time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and a
+4-byte one for the rest.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ RUNGS = (
          "the A1 slice stays in shared memory"),
     Rung("02_fused_mma.cu", "b2b_fused_mma", ("tf32",), "fused (A0·B0)·B1 on TF32 tensor cores (mma.sync); "
          "the A1 slice stays in shared memory"),
+    Rung("03_fused_warptile.cu", "b2b_fused_warptile", ("fp32",), "fused (A0·B0)·B1, FP32 FFMA with the CuPy "
+         "ladder's float4 warp-tile inner loop; the A1 slice stays in shared memory"),
 )
 
 
