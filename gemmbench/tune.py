@@ -111,7 +111,8 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
     the current sources, search space, tune settings (`tune`: the config's tune section) and compilers
     (`with_compilers`, default this host's). A search of more trials with the same seed and sizes stands too: its
-    seeded candidates begin with the configured ones (`candidates`), so it covers that search. A variant with a
+    seeded candidates begin with the configured ones (`candidates`), so it covers that search (the generic search
+    only: a search of its own proposes as it goes). A variant with a
     search of its own and no trial budget in `tune` takes the committed search as it was run (its settings and
     compilers), if it was run on the current sources."""
     path = committed_path(gpu, variant, mode)
@@ -121,7 +122,7 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
         ran = json.loads(path.read_text())
         if variant.tuner and not tune["autotuner"]["trials"]:
             record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
-        elif _covers(ran["settings"], wanted):
+        elif not variant.tuner and _covers(ran["settings"], wanted):
             record = reusable(path, key(variant, mode, ran["settings"], with_compilers))
     return path, record
 
@@ -139,7 +140,11 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
     ran = json.loads(path.read_text())
     if not _covers(settings(tune, variant), ran["settings"]) or not reusable(path, key(variant, mode, ran["settings"])):
         return {}
-    return {trial_id(t["size"], t["params"]): t for t in ran["trials"]}
+    return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
+
+
+# Trial outcomes that another sitting would repeat (a timeout or an error may have been the sitting's: timed again)
+SETTLED = ("ok", "rejected", "failed")
 
 
 def trial_id(size: int, params: dict) -> str:

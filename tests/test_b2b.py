@@ -36,7 +36,7 @@ def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
     assert {s.kind for s in checked} == {"sweep", "awkward"} and len(checked) == 4 + 7
     assert {v.key for v in plan.variants(cfg, "cuda")} == {
         "cublas/b2b_unfused", "cupy/b2b_unfused_10_pipelined", "cupy/b2b_fused_simt", "cupy/b2b_fused_mma",
-        "cpu/b2b_unfused_numpy-blas"}
+        "cupy/b2b_fused_warptile", "cpu/b2b_unfused_numpy-blas"}
     assert all(v.workload == "gemm" for v in plan.variants(config.validate({}), "cuda"))
 
 

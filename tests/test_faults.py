@@ -117,9 +117,13 @@ def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallow
 
     shallow_cfg, shallow = search(2)
     committed.parent.mkdir(parents=True)
+    cut_short = {**shallow["trials"][1], "status": "timeout"}  # that sitting's, maybe: timed again, not kept
+    committed.write_text(json.dumps({**shallow, "trials": [shallow["trials"][0], cut_short]}))
+    _, deep = search(3)
+    assert deep["trials"][0] == shallow["trials"][0] and deep["trials"][1]["status"] != "timeout"
     committed.write_text(json.dumps(shallow))
     _, deep = search(3)
-    assert deep["trials"][:2] == shallow["trials"] and len(deep["trials"]) == 3  # the same rows, not timed again
+    assert deep["trials"][:2] == shallow["trials"] and len(deep["trials"]) == 3
     assert deep["settings"]["trials"] == 3 and deep["key"] != shallow["key"]
     committed.write_text(json.dumps(deep))
     tune = shallow_cfg["tune"]

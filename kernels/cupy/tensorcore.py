@@ -1,9 +1,10 @@
 """The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu …), TF32 (BF16 comes with its mode).
 
 Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`, `ladder.variant`).
-Validated and tuned on an H100 (tests/test_gpu.py; config/tuning/), but not among the built-in modules: its rungs
-would add about a minute to a default run that is already over its time budget. A config adds them with
-`variant_modules: [kernels.cupy.tensorcore]` (reports/examples/h100-tensorcore).
+Validated and tuned on an H100 (tests/test_gpu.py; config/tuning/), but not among the built-in modules: the default
+run is over its time budget already. A config adds them with `variant_modules: [kernels.cupy.tensorcore]`
+(reports/examples/h100-tensorcore). The register estimates in the checks were fitted to nvcc 13.5's ptxas; the
+tune stage still refuses a candidate that spills with the GPU node's compiler.
 """
 from __future__ import annotations
 
