@@ -23,6 +23,8 @@ COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like 
 # result holds for the compilers it was searched with (NVRTC 13.0 and 13.1 make different SASS of one source).
 # A variant that declares none (Variant.compilers) is keyed on all the families' compilers.
 COMPILERS = tuple(dict.fromkeys((*registry.NVRTC, *registry.NUMBA, *registry.TVM)))
+# Trial outcomes that another sitting would repeat (a timeout or an error may have been the sitting's: timed again)
+SETTLED = ("ok", "rejected", "failed")
 
 
 def gpu_slug(name: str) -> str:
@@ -110,11 +112,10 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
               with_compilers: dict | None = None) -> tuple[Path, dict | None]:
     """Where the committed result for `variant` on GPU model `gpu` lives, and that result if it still stands for
     the current sources, search space, tune settings (`tune`: the config's tune section) and compilers
-    (`with_compilers`, default this host's). A search of more trials with the same seed and sizes stands too: its
-    seeded candidates begin with the configured ones (`candidates`), so it covers that search (the generic search
-    only: a search of its own proposes as it goes). A variant with a
-    search of its own and no trial budget in `tune` takes the committed search as it was run (its settings and
-    compilers), if it was run on the current sources."""
+    (`with_compilers`, default this host's). A generic search of more trials with the same seed and sizes stands
+    too: its seeded candidates begin with the configured ones (`candidates`), so it covers that search. A variant
+    with a search of its own (which proposes as it goes) and no trial budget in `tune` takes the committed search as
+    it was run (its settings and compilers), if it was run on the current sources."""
     path = committed_path(gpu, variant, mode)
     wanted = settings(tune, variant)
     record = reusable(path, key(variant, mode, wanted, with_compilers))
@@ -141,10 +142,6 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
     if not _covers(settings(tune, variant), ran["settings"]) or not reusable(path, key(variant, mode, ran["settings"])):
         return {}
     return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
-
-
-# Trial outcomes that another sitting would repeat (a timeout or an error may have been the sitting's: timed again)
-SETTLED = ("ok", "rejected", "failed")
 
 
 def trial_id(size: int, params: dict) -> str:
