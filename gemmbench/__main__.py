@@ -17,11 +17,11 @@ from pathlib import Path
 from gemmbench import config as gemmbench_config
 from gemmbench import logs, plan, stages, tune, workloads
 from gemmbench.config import ConfigError
+from kernels import registry
 
 
 def cmd_list(args) -> int:
     cfg = gemmbench_config.load(args.config)
-    from kernels import registry
     for key, v in sorted(registry.load(cfg["variant_modules"]).items()):
         print(f"{key:28s} {v.device:5s} {','.join(v.modes):10s} {dict(v.params) or ''}  {v.description}")
     return 0
@@ -29,7 +29,6 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     """Build, validate and time one point through the same stages (and watchdog) as the pipeline."""
-    from kernels import registry
 
     cfg = gemmbench_config.load(args.config)
     known = registry.load(cfg["variant_modules"])
@@ -174,7 +173,7 @@ def main(argv=None) -> int:
     sub.add_parser("list", help="registered variants").set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="build, validate and time one variant at one size")
     run.add_argument("variant", help="family/name, e.g. cublas/gemm (see `list`)")
-    run.add_argument("--mode", default="fp32", choices=["fp32", "tf32"])
+    run.add_argument("--mode", default="fp32", choices=registry.MODES)
     run.add_argument("--size", type=positive_int, default=1024, help="every axis of the shape (default 1024)")
     run.add_argument("--shape", type=shape_text, help="MxNxK instead of --size (b2b variants: MxK0xN0xN1)")
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])

@@ -18,13 +18,29 @@ import numpy as np
 
 from gemmbench import provenance
 from gemmbench.files import read_json, write_json
+from kernels.registry import OPERAND_DTYPE
 
-# FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and dense TF32 tensor-core rate.
+# FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and the dense tensor-core rates of TF32 and of
+# BF16 with FP32 accumulation (twice TF32's on every part listed).
 FLOP_PER_CLOCK_PER_SM = {
     "7.0": {"fp32": 128}, "7.5": {"fp32": 128},
-    "8.0": {"fp32": 128, "tf32": 1024}, "8.6": {"fp32": 256, "tf32": 256}, "8.7": {"fp32": 256, "tf32": 512},
-    "8.9": {"fp32": 256, "tf32": 256}, "9.0": {"fp32": 256, "tf32": 2048},
+    "8.0": {"fp32": 128, "tf32": 1024, "bf16": 2048}, "8.6": {"fp32": 256, "tf32": 256, "bf16": 512},
+    "8.7": {"fp32": 256, "tf32": 512, "bf16": 1024}, "8.9": {"fp32": 256, "tf32": 256, "bf16": 512},
+    "9.0": {"fp32": 256, "tf32": 2048, "bf16": 4096},
 }
+
+
+def bf16_bits(xp, x):
+    """float32 → bfloat16 bit patterns (uint16), rounded to nearest, ties to even (finite inputs)."""
+    bits = x.view(xp.uint32)
+    return ((bits + xp.uint32(0x7FFF) + ((bits >> 16) & xp.uint32(1))) >> 16).astype(xp.uint16)
+
+
+def widened(xp, x):
+    """An operand as float64: float32 as it is, bfloat16 bits (uint16) exactly."""
+    if x.dtype == xp.uint16:
+        return (x.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
+    return x.astype(xp.float64)
 
 
 def seed_for(base_seed: int, *sizes: int) -> int:
@@ -61,10 +77,12 @@ class Backend:
     stream = None  # what a variant's run queues its work on (a CPU has none)
     TIMER_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 
-    def inputs(self, shapes: list[tuple], seed: int) -> list:
+    def inputs(self, shapes: list[tuple], seed: int, mode: str = "fp32") -> list:
+        """Operands stored as `mode` says (registry.OPERAND_DTYPE), the same values in every mode up to rounding."""
         rng = self.xp.random.default_rng(seed)
         # Uniform in [-1, 1): random signs and magnitudes, never all zeros or ones.
-        return [rng.random(shape, dtype=self.xp.float32) * 2 - 1 for shape in shapes]
+        values = [rng.random(shape, dtype=self.xp.float32) * 2 - 1 for shape in shapes]
+        return [bf16_bits(self.xp, x) for x in values] if OPERAND_DTYPE[mode] == "uint16" else values
 
     GUARD_ELEMENTS = 4096  # NaN-poisoned elements before and after every output: a store past either end shows
 

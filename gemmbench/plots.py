@@ -16,8 +16,9 @@ from matplotlib import ticker
 
 from gemmbench import workloads
 from gemmbench.tables import per_workload
+from kernels.registry import MODES
 
-MODE_ORDER = ["fp32", "tf32"]
+MODE_ORDER = list(MODES)
 
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
@@ -95,7 +96,7 @@ def _wide(values: pd.Series) -> bool:
     return bool(len(values) and values.max() > WIDE_RANGE * values.min())
 
 
-MODE_LINES = {"fp32": "-", "tf32": "--"}  # a family's modes told apart by line style; variants by colour
+MODE_LINES = {"fp32": "-", "tf32": "--", "bf16": ":"}  # a family's modes told apart by line style; variants by colour
 
 
 def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = "size (n, or (m·n·k)^⅓)",

@@ -413,7 +413,7 @@ def methodology(config: dict, devices: list[dict]) -> dict:
     """How the numbers were made, in words, for the devices this run used (a CPU-only run gets no CUDA entries)."""
     timing, gpu = config["timing"], any(d.get("device") == "cuda" for d in devices)
     entries = {
-        "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage in every mode)",
+        "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage, bf16 operands in the bf16 mode)",
         "Device time": ("CUDA events around one launch queued behind a spinning kernel (as nvbench does), so the "
                         "host's launch overhead is excluded; CPU variants: wall time per call") if gpu else
                        "wall time per call (a CPU run: no device timer)",

@@ -51,11 +51,16 @@ def _frame(rows: list[dict], name: str) -> pd.DataFrame:
 
 
 def per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
-    """A workload's formula (flops, min_bytes, position) evaluated on the rows of that workload."""
+    """A workload's formula (flops, position; min_bytes, which depends on the mode too) evaluated on its rows."""
     values = pd.Series(np.nan, index=frame.index)
     for name, rows in frame.groupby("workload"):
         sizes = {axis: rows[axis].astype(float) for axis in workloads.get(name).axes}
-        values[rows.index] = getattr(workloads.get(name), quantity)(sizes)
+        formula = getattr(workloads.get(name), quantity)
+        if quantity == "min_bytes":
+            for mode, of_mode in rows.groupby("mode"):
+                values[of_mode.index] = formula({a: s[of_mode.index] for a, s in sizes.items()}, mode)
+        else:
+            values[rows.index] = formula(sizes)
     return values
 
 

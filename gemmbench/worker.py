@@ -118,17 +118,17 @@ def build_row(variant, task: Task, backend) -> dict:
     return {"status": "ok", "message": message, **facts}
 
 
-def _problem(variant, backend, point: Point) -> tuple[list, object, object, object]:
-    """Fresh inputs for the point's shape (from its seed), a NaN-poisoned output in its guarded buffer, and the
-    workload's definition."""
+def _problem(variant, backend, point: Point, mode: str) -> tuple[list, object, object, object]:
+    """Fresh inputs for the point's shape (from its seed) stored as `mode` says, a NaN-poisoned output in its guarded
+    buffer, and the workload's definition."""
     workload = workloads.get(variant.workload)
-    return (backend.inputs(workload.operands(point.sizes), point.seed),
+    return (backend.inputs(workload.operands(point.sizes), point.seed, mode),
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
 def _expected(workload, backend, operands) -> tuple:
     """The fp64 reference of `operands` and each element's scale (Workload.scale)."""
-    wide = [x.astype(backend.xp.float64) for x in operands]
+    wide = [backends.widened(backend.xp, x) for x in operands]
     return workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
 
 
@@ -147,7 +147,7 @@ VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right o
 
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
-    operands, out, buffer, workload = _problem(variant, backend, point)
+    operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
     expected = _expected(workload, backend, operands)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
@@ -187,7 +187,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     device cannot achieve (`device`: its facts) is refused: each means the timed region did not hold the work (a
     kernel that skips work once warm, a race that fires now and then, a launch on another stream)."""
     params, built = chosen
-    operands, out, buffer, workload = _problem(variant, backend, point)
+    operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
     run = lambda: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
@@ -207,8 +207,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     summary = sampler.summary()
     checked, why, _ = _checked(_expected(workload, backend, operands), backend, out, buffer, task.tolerance)
     differing = fingerprints.differing()
-    refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes), summary["median_s"],
-                                   device or {}, task.mode, task.cache)
+    refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode),
+                                   summary["median_s"], device or {}, task.mode, task.cache)
     problem = None
     if differing:
         problem = (f"the timed launches' output: {differing} of {fingerprints.taken} samples left an output that "

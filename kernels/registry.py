@@ -1,6 +1,7 @@
 """The one Variant interface and the registry of every variant.
 
-A variant is one way of computing a workload (row-major, float32 storage): gemm, C = A @ B, or b2b,
+A variant is one way of computing a workload (row-major; operands stored as its mode says, OPERAND_DTYPE; the
+output float32): gemm, C = A @ B, or b2b,
 D = (A0 @ B0) @ B1 (gemmbench/workloads.py). The harness owns allocation, input generation, timing and checking;
 a variant only builds and runs.
 Importing this module is cheap: families import their heavy libraries inside `build`.
@@ -13,7 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-MODES = ("fp32", "tf32")
+MODES = ("fp32", "tf32", "bf16")
+# How a mode's operands are stored (the output is float32 and accumulation FP32 in every mode): bf16 operands are
+# uint16 arrays of bfloat16 bit patterns, rounded to nearest even from the float32 inputs (CuPy has no bfloat16 dtype).
+OPERAND_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "uint16"}
 FAMILY_NAME = re.compile(r"[a-z][a-z0-9]*")  # a family is any name a module registers variants under
 
 

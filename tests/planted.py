@@ -148,6 +148,26 @@ register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=(
                  run=_specialised, prepare=_compile_for_shape,
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
 
+def bf16_values(bits):
+    """bfloat16 bit patterns (uint16) as the float32 values they are."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _bf16_product(artifact, a, b, c, stream):
+    """BF16 operands multiplied in FP32, as tensor cores do."""
+    np.matmul(bf16_values(a), bf16_values(b), out=c)
+
+
+def _bf16_output(artifact, a, b, c, stream):
+    """BF16 operands multiplied in FP32, the output rounded to BF16 on the way out: not what the mode declares."""
+    _bf16_product(artifact, a, b, c, stream)
+    c[...] = bf16_values(((c.view(np.uint32) + 0x8000) >> 16).astype(np.uint16))
+
+
+for name, run in {"planted-bf16": _bf16_product, "planted-bf16-output": _bf16_output}.items():
+    register(Variant(family="cpu", name=name, device="cpu", modes=("bf16",), build=_build, run=run,
+                     description=f"test: {run.__doc__}"))
+
 register(Variant(family="cpu", name="planted-tf32-mode", device="cpu", modes=("fp32", "tf32"), build=_build,
                  run=lambda artifact, a, b, c, stream: np.matmul(a, b, out=c),
                  description="test: a variant that declares a tf32 mode"))

@@ -30,6 +30,26 @@ def test_inputs_are_seeded_fresh_and_never_trivial(cpu):
     assert backends.seed_for(1, 2, 3, 4) != backends.seed_for(1, 2, 3, 5)
 
 
+def test_bf16_inputs_are_the_fp32_inputs_rounded_to_nearest_even(cpu):
+    (a,) = cpu.inputs([(64, 64)], seed=1)
+    (bits,) = cpu.inputs([(64, 64)], seed=1, mode="bf16")
+    assert bits.dtype == np.uint16
+    values = backends.widened(np, bits)
+    assert values.dtype == np.float64 and np.all(np.abs(values - a) <= 2.0**-8 * np.abs(a))  # half a BF16 ulp
+    assert np.any(values != a)
+    # halfway between two BF16 values goes to the even one; just past halfway goes up
+    ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 1 + 2**-8 + 2**-20], dtype=np.float32)
+    np.testing.assert_array_equal(backends.widened(np, backends.bf16_bits(np, ties)),
+                                  [1.0, 1 + 2**-6, -1.0, 1 + 2**-7])
+
+
+def test_bf16_operands_count_two_bytes_each_the_output_four():
+    gemm = workloads.get("gemm")
+    sizes = {"m": 100, "n": 30, "k": 50}
+    assert gemm.min_bytes(sizes, "bf16") == 2 * (100 * 50 + 50 * 30) + 4 * 100 * 30
+    assert gemm.min_bytes(sizes, "tf32") == gemm.min_bytes(sizes) == 4 * (100 * 50 + 50 * 30 + 100 * 30)
+
+
 def test_correct_product_passes(cpu):
     a, b = cpu.inputs([(100, 201), (201, 37)], seed=3)
     c, _ = cpu.poisoned_output((100, 37))

@@ -3,6 +3,7 @@ from conftest import ROOT, snakemake
 
 from gemmbench import config
 from gemmbench.config import ConfigError
+from kernels import registry
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml", "test.yaml"])
@@ -17,7 +18,7 @@ def test_defaults_are_filled_in():
     assert cfg["modes"] == ["fp32", "tf32"]
     assert cfg["device"] == "auto"
     assert cfg["timing"]["min_samples"] == 10
-    assert set(cfg["tolerance"]) == {"fp32", "tf32"}
+    assert set(cfg["tolerance"]) == set(registry.MODES)
 
 
 def test_default_experiment_matches_the_brief():

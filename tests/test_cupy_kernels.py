@@ -53,13 +53,13 @@ def assert_no_spills(report: str) -> None:
     assert spills and not any(spills), report
 
 
-def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90") -> str:
-    """ptxas's report for every instantiation (both float4 paths of the vector rungs)."""
+def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90", operand: str = "float") -> str:
+    """ptxas's report for every instantiation (both float4 paths of the vector rungs); `operand`: A's and B's type."""
     flags = (True, False) if rung.vec else (None,)
     unique = {json.dumps(p, sort_keys=True): p for p in param_sets}.values()
     lines = [f'#include "{rung.file}"'] + [
-        f"template __global__ void {rung.expression(p, flag)}(int, int, int, const float*, const float*, float*);"
-        for p in unique for flag in flags]
+        f"template __global__ void {rung.expression(p, flag)}(int, int, int, const {operand}*, const {operand}*, "
+        "float*);" for p in unique for flag in flags]
     return nvcc_sm90(lines, HERE, tmp_path, rung.name, arch)
 
 
@@ -73,12 +73,15 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung", tensorcore.RUNGS, ids=lambda r: r.name)
-def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, tmp_path):
+@pytest.mark.parametrize("rung,operand", [*((r, "float") for r in tensorcore.RUNGS),
+                                           *((r, "unsigned short") for r in tensorcore.BF16_RUNGS.values())],
+                         ids=lambda x: getattr(x, "kernel", None) or "")
+def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, operand, tmp_path):
+    """In each mode: TF32 (float operands) and, where a rung has one, its BF16 kernel (bfloat16 bits)."""
     from kernels import sass
 
     variant = registry.load(["kernels.cupy.tensorcore"])[f"cupy/{rung.name}"]
-    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a")
+    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a", operand)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one

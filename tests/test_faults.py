@@ -15,10 +15,10 @@ def cfg(cpu_config, tmp_path):
     return config.validate(cpu_config)
 
 
-def run_stages(cfg, tmp_path, key, size=32):
-    build = stages.build(cfg, key, "fp32", tmp_path / "build.json")
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
-    benches = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+def run_stages(cfg, tmp_path, key, size=32, mode="fp32"):
+    build = stages.build(cfg, key, mode, tmp_path / "build.json")
+    rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
+    benches = stages.bench(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json",
                            tmp_path / "bench.json")
     return build, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
 
@@ -58,6 +58,22 @@ def test_a_store_past_the_end_of_the_output_fails_validation(cfg, tmp_path):
 
 def test_tf32_rounded_inputs_fail_fp32_validation(cfg, tmp_path):
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-tf32-inputs")
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert all("relative error" in r["message"] for r in rows.values())
+    assert bench["status"] == "skipped"
+
+
+def test_bf16_operands_arrive_as_bfloat16_bits_and_an_fp32_product_of_them_passes(cfg, tmp_path):
+    cfg["modes"] = ["bf16"]
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-bf16", mode="bf16")
+    assert {r["status"] for r in rows.values()} == {"ok"}
+    assert all(r["tolerance"] == cfg["tolerance"]["bf16"] for r in rows.values())
+    assert bench["status"] == "ok"
+
+
+def test_an_output_rounded_to_bf16_fails_bf16_validation(cfg, tmp_path):
+    cfg["modes"] = ["bf16"]
+    _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-bf16-output", mode="bf16")
     assert {r["status"] for r in rows.values()} == {"failed"}
     assert all("relative error" in r["message"] for r in rows.values())
     assert bench["status"] == "skipped"

@@ -18,7 +18,7 @@ def cuda():
     return backends.create("cuda")
 
 
-@pytest.mark.parametrize("mode", ["fp32", "tf32"])
+@pytest.mark.parametrize("mode", registry.MODES)
 def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
     cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "sizes": [256, 1024],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
@@ -93,23 +93,26 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     assert any(r["status"] == "ok" for r in rows)
 
 
-TENSOR_CORE = sorted(set(registry.load(["kernels.cupy.tensorcore"])) - set(registry.load()))
+TENSOR_CORE = registry.load(["kernels.cupy.tensorcore"])
+TENSOR_CORE_MODES = [(key, mode) for key in sorted(set(TENSOR_CORE) - set(registry.load()))
+                     for mode in TENSOR_CORE[key].modes]
 
 
-@pytest.mark.parametrize("key", TENSOR_CORE)
-def test_every_tensor_core_rung_validates_in_tf32_with_a_sample_of_its_space(tmp_path, key):
-    """Tiles cut at every edge, K not a multiple of the k-tile, tall-skinny, against the fp64 product."""
+@pytest.mark.parametrize("key,mode", TENSOR_CORE_MODES)
+def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_space(tmp_path, key, mode):
+    """Tiles cut at every edge, K not a multiple of the k-tile (nor of 2: BF16 rows of odd length), tall-skinny,
+    against the fp64 product."""
     from gemmbench import tune
-    variant = registry.load(["kernels.cupy.tensorcore"])[key]
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": ["tf32"],
+    variant = TENSOR_CORE[key]
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
                            "variant_modules": ["kernels.cupy.tensorcore"], "sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048]]})
     for params in tune.candidates(variant, variant.params, 3, seed=1):
         cfg["params"] = {key: params}
-        build = stages.build(cfg, key, "tf32", tmp_path / "build.json")
+        build = stages.build(cfg, key, mode, tmp_path / "build.json")
         assert build["status"] == "ok", build["message"]
-        rows = stages.validate(cfg, key, "tf32", tmp_path / "build.json", tmp_path / "validate.json")
+        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
         assert all(r["status"] == "ok" for r in rows), [(params, r["m"], r["n"], r["k"], r["message"]) for r in rows]
 
 

@@ -2,7 +2,8 @@
 with its shape axes and sweep, operands, fp64 reference and cost, where it sits on the figures, its derived
 columns, and its own figures and report sections. The harness names no workload: it asks the one a row names.
 A variant declares its workload; it is run as run(artifact, *operands, out, stream).
-Every array is float32 in storage; the formulas work on ints and on pandas columns alike.
+Operands are stored as the mode says (registry.OPERAND_DTYPE: float32, or bfloat16 bits), the output is float32;
+the formulas work on ints and on pandas columns alike.
 """
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-ELEMENT_BYTES = 4
+import numpy as np
+
+from kernels.registry import OPERAND_DTYPE
+
+OUTPUT_BYTES = 4  # float32 in every mode
 SHAPE_COLUMNS = ("m", "n", "k", "k0", "n0", "n1")  # every workload's axes, as table columns
 
 
@@ -40,8 +45,11 @@ class Workload:
     plots: Mapping[str, Callable] = field(default_factory=dict)  # its own figures: name -> (ok rows) -> Figure
     sections: Callable[[object, list], list[dict]] | None = None  # (summary, devices) -> its report tables
 
-    def min_bytes(self, dims: dict):
-        return ELEMENT_BYTES * sum(math.prod(s) for s in [*self.operands(dims), self.output(dims)])
+    def min_bytes(self, dims: dict, mode: str = "fp32"):
+        """Each operand read once and the output written once."""
+        operand_bytes = np.dtype(OPERAND_DTYPE[mode]).itemsize
+        return operand_bytes * sum(math.prod(s) for s in self.operands(dims)) + OUTPUT_BYTES * math.prod(
+            self.output(dims))
 
     def label(self, dims: dict) -> str:
         return "x".join(str(int(dims[a])) for a in self.axes)

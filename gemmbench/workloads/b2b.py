@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from gemmbench.workloads import ELEMENT_BYTES, Workload
+from gemmbench.workloads import OUTPUT_BYTES, Workload
 
 # pandas and seaborn are imported where the figure and the tables are made: every worker imports the workloads
 
@@ -90,7 +90,7 @@ def _why_slower(r, bandwidth_gbps) -> str:
     """The roofline's reading of a slow fused point: was the unfused pair limited by the traffic fusion saves?"""
     import pandas as pd
 
-    unfused_bytes = r.min_bytes + 2 * ELEMENT_BYTES * r.m * r.n0  # A1 written, then read back
+    unfused_bytes = r.min_bytes + 2 * OUTPUT_BYTES * r.m * r.n0  # A1 (float32) written, then read back
     intensity = r.flops / unfused_bytes
     unfused_tflops = r.tflops / r.speedup_vs_unfused_best
     if not bandwidth_gbps or pd.isna(r.peak_tflops):

@@ -13,7 +13,7 @@ WORKLOAD = Workload(
     reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
     scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
-    formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn)",
+    formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn), with bf16 operands 2 · (mk + kn) + 4 · mn",
     figures=("ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error"),
     compared=("ladder", "pct_of_baseline"),
     # the cube root of m·n·k: n for a square shape, an awkward shape placed by its volume

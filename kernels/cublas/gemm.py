@@ -2,16 +2,18 @@
 
 fp32: FP32 storage, FP32 compute (CUBLAS_COMPUTE_32F, SIMT FFMA).
 tf32: FP32 storage, TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
+bf16: BF16 A and B, FP32 C, FP32 accumulation on the BF16 tensor cores (CUBLAS_COMPUTE_32F).
 Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first and no transpose is needed.
 """
 from __future__ import annotations
 
 from kernels.registry import Built, Variant, register
 
-CUDA_R_32F = 0
+CUDA_R_32F, CUDA_R_16BF = 0, 14
+OPERAND_TYPE = {"fp32": CUDA_R_32F, "tf32": CUDA_R_32F, "bf16": CUDA_R_16BF}
 CUBLAS_OP_N = 0
 CUBLAS_GEMM_DEFAULT = -1
-COMPUTE_TYPE = {"fp32": 68, "tf32": 77}  # CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+COMPUTE_TYPE = {"fp32": 68, "tf32": 77, "bf16": 68}  # CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32
 
 
 def build(mode, params, cache_dir):
@@ -21,7 +23,8 @@ def build(mode, params, cache_dir):
 
     handle = cupy.cuda.device.get_cublas_handle()
     scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta on the host (default pointer mode)
-    artifact = {"handle": handle, "compute": COMPUTE_TYPE[mode], "scalars": scalars, "cublas": cublas}
+    artifact = {"handle": handle, "compute": COMPUTE_TYPE[mode], "operands": OPERAND_TYPE[mode], "scalars": scalars,
+                "cublas": cublas}
     return Built(artifact, {"cublas_version": cublas.getVersion(handle), "compile_s": 0.0})
 
 
@@ -32,12 +35,13 @@ def run(artifact, a, b, c, stream):
     artifact["cublas"].setStream(artifact["handle"], stream.ptr)  # the handle is CuPy's, which rebinds it too
     artifact["cublas"].gemmEx(
         artifact["handle"], CUBLAS_OP_N, CUBLAS_OP_N, n, m, k,
-        alpha, b.data.ptr, CUDA_R_32F, n, a.data.ptr, CUDA_R_32F, k,
+        alpha, b.data.ptr, artifact["operands"], n, a.data.ptr, artifact["operands"], k,
         alpha + 4, c.data.ptr, CUDA_R_32F, n,
         artifact["compute"], CUBLAS_GEMM_DEFAULT)
 
 
 register(Variant(
-    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32"), build=build, run=run, role="baseline",
-    description="cublasGemmEx, FP32 storage; fp32 = CUBLAS_COMPUTE_32F, tf32 = CUBLAS_COMPUTE_32F_FAST_TF32",
+    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32", "bf16"), build=build, run=run,
+    role="baseline", description="cublasGemmEx, FP32 C; fp32 = CUBLAS_COMPUTE_32F, tf32 = "
+                                 "CUBLAS_COMPUTE_32F_FAST_TF32, bf16 = BF16 A and B with CUBLAS_COMPUTE_32F",
 ))

@@ -1,4 +1,4 @@
-// Tensor-core rung 3 — tc02 with rung 10's cp.async pipeline and fragments double-buffered in registers (TF32).
+// Tensor-core rung 3 — tc02 with rung 10's cp.async pipeline and fragments double-buffered in registers (TF32, BF16).
 //  * STAGES buffers of tc02's padded A and B tiles in dynamic shared memory, filled by 16-byte cp.async.cg
 //    (4-byte copies for unaligned rows) with edges zero-filled by src-size: rung 10's TileCopy, wait_group
 //    STAGES - 2 and one barrier per k-tile. The bytes land unrounded; tc02's fragment loads round them.
@@ -7,41 +7,126 @@
 //    the next tile's first fragments are read while the last k-step's mmas run; the copy into the buffer tile
 //    kt - 1 used is issued at the top of tile kt (everyone left that buffer at the previous barrier).
 //  * Grouped block order (GROUP tile-rows) and MIN_BLOCKS resident blocks per SM (__launch_bounds__) as rung 10.
+//  * BF16 (tc_cp_async_bf16): the same pipeline on bfloat16 tiles with mma m16n8k16. BK counts 4-byte words along k
+//    (BK floats, 2·BK bfloat16), so a tile takes the same shared memory in both modes. A's fragments come from
+//    ldmatrix.x4 as in TF32; row-major B's from ldmatrix.x4.trans, which hands each lane the (k, k + 1) pair of its
+//    column that the mma's B layout wants, for two 8-wide column blocks at once. Pads of 8 bfloat16 keep every
+//    row 16-byte aligned and an odd number of 16-byte chunks long, so both ldmatrix reads are free of conflicts.
 #include "tc02_ldmatrix.cu"
 #include "10_pipelined.cu"
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP, int MIN_BLOCKS, bool VEC>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
-tc_cp_async(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+// A ROWS×COLS bfloat16 tile (row stride LD in shared memory), zero-filled outside. VEC (rows 16-byte aligned):
+// rung 10's TileCopy, 16-byte cp.async of bfloat16 pairs seen as floats.
+template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
+struct Bf16TileCopy : TileCopy<ROWS, COLS / 2, THREADS, LD / 2, true> {
+    using Pairs = TileCopy<ROWS, COLS / 2, THREADS, LD / 2, true>;
+    __device__ __forceinline__ Bf16TileCopy(const unsigned short* g, int row0, int col0, int ld)
+        : Pairs(reinterpret_cast<const float*>(g), row0, col0 / 2, ld / 2) {}
+    __device__ __forceinline__ void issue(unsigned short* s, int row_shift, int col_shift, int rows_left,
+                                          int cols_left) const {
+        Pairs::issue(reinterpret_cast<float*>(s), row_shift, col_shift / 2, rows_left, cols_left / 2);
+    }
+};
+
+// Rows that are not: element by element with plain loads (a row of odd length puts pairs across rows, and cp.async
+// copies 4 bytes at least). The stores fill a later tile's buffer, as the copies do, so the pipeline stays.
+template <int ROWS, int COLS, int THREADS, int LD>
+struct Bf16TileCopy<ROWS, COLS, THREADS, LD, false> {
+    const unsigned short* src;  // the tile at (0, 0)
+    int ld;
+    __device__ __forceinline__ Bf16TileCopy(const unsigned short* g, int row0, int col0, int ld_)
+        : src(g + row0 * ld_ + col0), ld(ld_) {}
+    __device__ __forceinline__ void issue(unsigned short* s, int row_shift, int col_shift, int rows_left,
+                                          int cols_left) const {
+        for (int i = threadIdx.x; i < ROWS * COLS; i += THREADS) {
+            const int r = i / COLS, c = i % COLS;
+            s[r * LD + c] = r < rows_left && c < cols_left ? src[(row_shift + r) * ld + col_shift + c] : 0;
+        }
+    }
+};
+
+// What a mode changes in the pipeline: the element, the k-step, the pads, the copy and the fragments.
+struct Tf32Mode {
+    using Element = float;
+    static constexpr int PER_WORD = 1, K_STEP = 8, A_PAD = 4, B_PAD = 8;
+    template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
+    using Copy = TileCopy<ROWS, COLS, THREADS, LD, VEC>;
+
+    template <int FM, int FN, int LDA, int LDB>
+    static __device__ __forceinline__ void fragments(unsigned (&a)[FM][4], unsigned (&b)[FN][2], const float* as,
+                                                     const float* bs, int lane) {
+        load_fragments<FM, FN, LDA, LDB>(a, b, as, bs, lane);
+    }
+    static constexpr bool BF16 = false;
+};
+
+struct Bf16Mode {
+    using Element = unsigned short;  // bfloat16 bits
+    static constexpr int PER_WORD = 2, K_STEP = 16, A_PAD = 8, B_PAD = 8;
+    template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
+    using Copy = Bf16TileCopy<ROWS, COLS, THREADS, LD, VEC>;
+
+    // A: ldmatrix.x4 of rows 0-7 / 8-15 × k 0-7 / 8-15 (a0..a3); B: ldmatrix.x4.trans of k 0-7 / 8-15 for the
+    // column blocks j and j + 1 (b[j][0], b[j][1], b[j + 1][0], b[j + 1][1]). Lane i addresses row i % 16,
+    // 8·(i / 16) elements in.
+    template <int FM, int FN, int LDA, int LDB>
+    static __device__ __forceinline__ void fragments(unsigned (&a)[FM][4], unsigned (&b)[FN][2],
+                                                     const unsigned short* as, const unsigned short* bs, int lane) {
+        static_assert(FN % 2 == 0, "B fragments come in pairs of 8-wide column blocks");
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const unsigned s = static_cast<unsigned>(
+                __cvta_generic_to_shared(as + (i * 16 + lane % 16) * LDA + (lane / 16) * 8));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
+                         : "r"(s));
+        }
+#pragma unroll
+        for (int j = 0; j < FN; j += 2) {
+            const unsigned s = static_cast<unsigned>(
+                __cvta_generic_to_shared(bs + (lane % 16) * LDB + j * 8 + (lane / 16) * 8));
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(b[j][0]), "=r"(b[j][1]), "=r"(b[j + 1][0]), "=r"(b[j + 1][1])
+                         : "r"(s));
+        }
+    }
+    static constexpr bool BF16 = true;
+};
+
+template <class Mode, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP, bool VEC>
+__device__ __forceinline__ void cp_async_pipeline(int M, int N, int K, const typename Mode::Element* __restrict__ A,
+                                                  const typename Mode::Element* __restrict__ B, float* __restrict__ C) {
+    using T = typename Mode::Element;
     constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32, FM = WM / 16, FN = WN / 8;
-    constexpr int LDA = BK + 4, LDB = BN + 8, STEPS = BK / 8;
+    constexpr int KD = BK * Mode::PER_WORD, LDA = KD + Mode::A_PAD, LDB = BN + Mode::B_PAD;
+    constexpr int STEPS = KD / Mode::K_STEP;
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 8 == 0, "whole mma tiles");
-    static_assert(BK % 16 == 0, "an even count of k-steps, so a tile's first k-step reads fragment buffer 0");
+    static_assert(STEPS % 2 == 0, "an even count of k-steps, so a tile's first k-step reads fragment buffer 0");
     static_assert(STAGES >= 2, "at least double buffering");
     extern __shared__ float4 smem[];
-    float* As = reinterpret_cast<float*>(smem);  // [STAGES][BM][LDA]
-    float* Bs = As + STAGES * BM * LDA;          // [STAGES][BK][LDB]
+    T* As = reinterpret_cast<T*>(smem);  // [STAGES][BM][LDA]
+    T* Bs = As + STAGES * BM * LDA;      // [STAGES][KD][LDB]
 
     const int2 origin = grouped_tile_origin<BM, BN, GROUP>(M, N);
     const int row0 = origin.x, col0 = origin.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warp_row = (warp / WARPS_N) * WM, warp_col = (warp % WARPS_N) * WN;
-    const int ktiles = CEIL_DIV(K, BK);
+    const int ktiles = CEIL_DIV(K, KD);
 
-    const TileCopy<BM, BK, THREADS, LDA, VEC> copy_a(A, row0, 0, K);
-    const TileCopy<BK, BN, THREADS, LDB, VEC> copy_b(B, 0, col0, N);
+    const typename Mode::template Copy<BM, KD, THREADS, LDA, VEC> copy_a(A, row0, 0, K);
+    const typename Mode::template Copy<KD, BN, THREADS, LDB, VEC> copy_b(B, 0, col0, N);
     auto issue = [&](int kt) {
         if (kt < ktiles) {
             const int stage = kt % STAGES;
-            copy_a.issue(As + stage * BM * LDA, 0, kt * BK, M - row0, K - kt * BK);
-            copy_b.issue(Bs + stage * BK * LDB, kt * BK, 0, K - kt * BK, N - col0);
+            copy_a.issue(As + stage * BM * LDA, 0, kt * KD, M - row0, K - kt * KD);
+            copy_b.issue(Bs + stage * KD * LDB, kt * KD, 0, K - kt * KD, N - col0);
         }
         cp_async_commit();  // an empty group past the end keeps the wait count uniform
     };
     // This warp's fragments of k-step kk of the tile in buffer `stage`.
     auto load = [&](unsigned (&a)[FM][4], unsigned (&b)[FN][2], int stage, int kk) {
-        load_fragments<FM, FN, LDA, LDB>(a, b, As + stage * BM * LDA + warp_row * LDA + kk * 8,
-                                         Bs + stage * BK * LDB + kk * 8 * LDB + warp_col, lane);
+        Mode::template fragments<FM, FN, LDA, LDB>(a, b, As + stage * BM * LDA + warp_row * LDA + kk * Mode::K_STEP,
+                                                   Bs + stage * KD * LDB + kk * Mode::K_STEP * LDB + warp_col, lane);
     };
 
 #pragma unroll
@@ -64,8 +149,21 @@ tc_cp_async(int M, int N, int K, const float* __restrict__ A, const float* __res
                 __syncthreads();              // ... for every thread, and nobody reads tile kt any more
                 load(a[0], b[0], (kt + 1) % STAGES, 0);
             }
-            mma_warp_tile(acc, a[kk % 2], b[kk % 2]);
+            mma_warp_tile(acc, a[kk % 2], b[kk % 2], Bf16Mma<Mode::BF16>{});
         }
     }
     store_accumulators<VEC>(C, acc, row0 + warp_row, col0 + warp_col, M, N, lane);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP, int MIN_BLOCKS, bool VEC>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
+tc_cp_async(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+    cp_async_pipeline<Tf32Mode, BM, BN, BK, WM, WN, STAGES, GROUP, VEC>(M, N, K, A, B, C);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP, int MIN_BLOCKS, bool VEC>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
+tc_cp_async_bf16(int M, int N, int K, const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+                 float* __restrict__ C) {
+    cp_async_pipeline<Bf16Mode, BM, BN, BK, WM, WN, STAGES, GROUP, VEC>(M, N, K, A, B, C);
 }

@@ -1,4 +1,4 @@
-"""The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu …), TF32 (BF16 comes with its mode).
+"""The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu …), TF32; tc03 in BF16 too.
 
 Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`, `ladder.variant`).
 Validated and tuned on an H100 (tests/test_gpu.py; config/tuning/), but not among the built-in modules: the default
@@ -8,8 +8,10 @@ tune stage still refuses a candidate that spills with the GPU node's compiler.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from kernels.cupy import ladder
-from kernels.registry import register
+from kernels.registry import Variant, register
 from kernels.tiles import accumulators, block_threads, cdiv, static_smem, warp_threads
 
 
@@ -90,5 +92,42 @@ RUNGS = (
 )
 
 
+# The rungs with a BF16 kernel too: the same file, parameters (BK counts 4-byte words along k), tiles, checks and
+# launch, another kernel.
+BF16_KERNELS = {"tc03_cp_async": "tc_cp_async_bf16"}
+BF16_RUNGS = {r.name: dataclasses.replace(r, kernel=BF16_KERNELS[r.name]) for r in RUNGS if r.name in BF16_KERNELS}
+
+
+def _run_bf16(compiled: ladder.Compiled, a, b, c, stream) -> None:
+    """As the ladder's launch, with 16-byte rows meaning multiples of 8 bfloat16."""
+    import numpy as np
+
+    m, k = a.shape
+    n = b.shape[1]
+    aligned = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+    grid, block = compiled.rung.launch(compiled.params, m, n)
+    compiled.kernels[aligned](grid, block, (np.int32(m), np.int32(n), np.int32(k), a, b, c), shared_mem=compiled.smem,
+                              stream=stream)
+
+
+def variant(rung: ladder.Rung) -> Variant:
+    """A rung in TF32, and in BF16 where it has a BF16 kernel: one variant, each mode's kernel built from its own
+    instantiation; BF16 operands arrive as uint16 arrays (registry.OPERAND_DTYPE)."""
+    tf32 = ladder.variant(rung, modes=("tf32",))
+    if rung.name not in BF16_RUNGS:
+        return tf32
+    bf16 = ladder.variant(BF16_RUNGS[rung.name], modes=("bf16",))
+    by_mode = {"tf32": tf32, "bf16": bf16}
+
+    def build(mode, params, cache_dir):
+        return by_mode[mode].build(mode, params, cache_dir)
+
+    def run(artifact, a, b, c, stream):
+        (_run_bf16 if a.dtype.itemsize == 2 else tf32.run)(artifact, a, b, c, stream)
+
+    return dataclasses.replace(tf32, modes=("tf32", "bf16"), build=build, run=run,
+                               description=f"{rung.description}; BF16: mma m16n8k16, B through ldmatrix.trans")
+
+
 for _rung in RUNGS:
-    register(ladder.variant(_rung, modes=("tf32",)))
+    register(variant(_rung))

@@ -19,6 +19,7 @@ from gemmbench import (
     workloads,
 )
 from gemmbench.config import ConfigError
+from kernels.registry import MODES
 
 first_on_path(workflow.basedir)
 
@@ -76,7 +77,7 @@ if DEVICE_REASON:
 wildcard_constraints:
     family="[a-z][a-z0-9]*",
     variant="[A-Za-z0-9_.-]+",
-    mode="fp32|tf32",
+    mode="|".join(MODES),
     gpu="[a-z0-9-]+",
 
 
