@@ -73,19 +73,20 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,operand", [*((r, "float") for r in tensorcore.RUNGS),
-                                           *((r, "unsigned short") for r in tensorcore.BF16_RUNGS.values())],
-                         ids=lambda x: getattr(x, "kernel", None) or "")
-def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, operand, tmp_path):
-    """In each mode: TF32 (float operands) and, where a rung has one, its BF16 kernel (bfloat16 bits)."""
+@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS for m in tensorcore.KERNELS[r.name]],
+                         ids=lambda x: getattr(x, "name", x))
+def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, mode, tmp_path):
+    """In each of its modes: TF32 kernels take float operands, BF16 kernels bfloat16 bits."""
     from kernels import sass
 
     variant = registry.load(["kernels.cupy.tensorcore"])[f"cupy/{rung.name}"]
-    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a", operand)
+    operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
+    report = compile_sm90(tensorcore.in_mode(rung, mode), tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path,
+                          "sm_90a", operand)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one
-        assert found["sass_hmma"] > 0 and found["sass_ffma"] == 0, found
+        assert found["sass_hmma"] + found["sass_hgmma"] > 0 and found["sass_ffma"] == 0, found
 
 
 def test_a_staged_module_registers_variants_only_where_a_config_names_it():

@@ -40,7 +40,9 @@ def unfused(gemm: Variant) -> Variant:
 
     sources = gemm.source_files or (inspect.getsourcefile(gemm.build),)
     name = UNFUSED_PREFIX if gemm.family == "cublas" else f"{UNFUSED_PREFIX}_{gemm.name}"
-    return Variant(family=gemm.family, name=name, device=gemm.device, modes=gemm.modes, workload="b2b",
+    # A1 is float32, so the second call takes it as an operand only in modes of float32 operands (not bf16)
+    modes = tuple(m for m in gemm.modes if registry.OPERAND_DTYPE[m] == "float32")
+    return Variant(family=gemm.family, name=name, device=gemm.device, modes=modes, workload="b2b",
                    build=build, run=TwoCalls.__call__, params=dict(gemm.params),
                    unsupported=unsupported, source_files=(*sources, __file__),
                    role="baseline" if gemm.role == "baseline" else "unfused",

@@ -34,6 +34,7 @@ class Rung:
     rows_first: bool = False  # grid.x runs over rows of C (rung 1: that is what makes it uncoalesced)
     threads_2d: Callable[[Mapping], tuple[int, int]] | None = None  # 2-D thread blocks (x, y)
     dynamic_smem: Callable[[Mapping], int] = lambda p: 0
+    options: tuple[str, ...] = ()  # NVRTC options of its own (-arch=sm_90a for wgmma: CuPy's -arch=sm_90 lacks it)
     description: str = ""
 
     @property
@@ -189,7 +190,7 @@ def _compile(rung: Rung, params: Mapping) -> tuple[Compiled, dict]:
         raise ValueError(f"{rung.name} cannot use {dict(params)}: {problem}")
     flags = (True, False) if rung.vec else (None,)
     names = {flag: rung.expression(params, flag) for flag in flags}
-    module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}"),
+    module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}", *rung.options),
                             name_expressions=list(names.values()))
     compiled = Compiled(rung, dict(params), smem=rung.dynamic_smem(params))
     facts = {}
@@ -212,8 +213,9 @@ def _run(compiled: Compiled, a, b, c, stream) -> None:
     n = b.shape[1]
     rung, params = compiled.rung, compiled.params
     flag = None
-    if rung.vec:  # float4 rows need 16-byte aligned row starts
-        flag = k % 4 == 0 and n % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+    if rung.vec:  # 16-byte copies need 16-byte aligned row starts (4 floats, 8 bfloat16)
+        per_chunk = 16 // a.itemsize
+        flag = k % per_chunk == 0 and n % per_chunk == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
     grid, block = rung.launch(params, m, n)
     compiled.kernels[flag](grid, block, (np.int32(m), np.int32(n), np.int32(k), a, b, c), shared_mem=compiled.smem,
                              stream=stream)

@@ -14,6 +14,31 @@ __device__ __forceinline__ float to_tf32(float x) {
     return __uint_as_float(rounded);
 }
 
+template <bool BF16>
+struct Bf16Mma {};
+
+// acc[i][j] += a[i]·b[j] for the warp's FM×FN mma tiles: m16n8k8 TF32, or with Bf16Mma<true> m16n8k16 on bfloat16
+// pairs (the same registers: 4 of A, 2 of B, 4 accumulators, in the same places of the 16×8 output tile).
+template <int FM, int FN, bool BF16 = false>
+__device__ __forceinline__ void mma_warp_tile(float (&acc)[FM][FN][4], const unsigned (&a)[FM][4],
+                                              const unsigned (&b)[FN][2], Bf16Mma<BF16> = {}) {
+#define MMA_OPERANDS                                                                                   \
+    : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])                  \
+    : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1])
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            if constexpr (BF16)
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" MMA_OPERANDS);
+            else
+                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" MMA_OPERANDS);
+        }
+#undef MMA_OPERANDS
+}
+
 template <int BM, int BN, int BK, int WM, int WN>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 tc_mma_sync(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
@@ -56,15 +81,7 @@ tc_mma_sync(int M, int N, int K, const float* __restrict__ A, const float* __res
                 b[j][0] = __float_as_uint(tile[0]);
                 b[j][1] = __float_as_uint(tile[4 * LDB]);
             }
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-#pragma unroll
-                for (int j = 0; j < FN; ++j)
-                    asm volatile(
-                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                        : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+            mma_warp_tile(acc, a, b);
         }
         __syncthreads();
     }

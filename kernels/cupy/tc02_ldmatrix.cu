@@ -40,31 +40,6 @@ __device__ __forceinline__ void load_fragments(unsigned (&a)[FM][4], unsigned (&
     for (int j = 0; j < FN; ++j) load_b_fragment<LDB>(b[j], bs + j * 8, lane);
 }
 
-template <bool BF16>
-struct Bf16Mma {};
-
-// acc[i][j] += a[i]·b[j] for the warp's FM×FN mma tiles: m16n8k8 TF32, or with Bf16Mma<true> m16n8k16 on bfloat16
-// pairs (the same registers: 4 of A, 2 of B, 4 accumulators, in the same places of the 16×8 output tile).
-template <int FM, int FN, bool BF16 = false>
-__device__ __forceinline__ void mma_warp_tile(float (&acc)[FM][FN][4], const unsigned (&a)[FM][4],
-                                              const unsigned (&b)[FN][2], Bf16Mma<BF16> = {}) {
-#define MMA_OPERANDS                                                                                   \
-    : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])                  \
-    : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1])
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j) {
-            if constexpr (BF16)
-                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" MMA_OPERANDS);
-            else
-                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" MMA_OPERANDS);
-        }
-#undef MMA_OPERANDS
-}
-
 // A warp's accumulators into C from its tile origin (row0, col0): c0, c1 at row g, columns 2t and 2t + 1; c2, c3
 // at row g + 8. VEC: each pair as one float2 (N is a multiple of 4 and C 16-byte aligned, so the pair is aligned
 // and, as N is even, inside C whenever its first column is).

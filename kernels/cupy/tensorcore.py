@@ -1,4 +1,5 @@
-"""The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu …), TF32; tc03 in BF16 too.
+"""The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu … tc04_wgmma.cu), in TF32 and BF16
+where each applies (KERNELS).
 
 Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`, `ladder.variant`).
 Validated and tuned on an H100 (tests/test_gpu.py; config/tuning/), but not among the built-in modules: the default
@@ -67,6 +68,23 @@ def _pipelined_mma_check(p) -> str | None:
                                              p["MIN_BLOCKS"])
 
 
+def _wgmma_smem(p) -> int:
+    """STAGES buffers of A's BM×64 and B's 64×BN bfloat16 tiles, and 1 KiB to align them to 1024 bytes."""
+    return p["STAGES"] * (p["BM"] + p["BN"]) * 64 * 2 + 1024
+
+
+def _wgmma_check(p) -> str | None:
+    """Registers (ptxas's counts over the space): 64 accumulators per 128 columns, about 40 for the rest."""
+    if p["BM"] % 64 or p["BN"] % 128:
+        return "BM must be whole warpgroup tiles of 64 rows and BN whole wgmma tiles of 128 columns"
+    threads = p["BM"] // 64 * 128
+    if _wgmma_smem(p) > 227 * 1024:
+        return f"{_wgmma_smem(p)} bytes of shared memory (an SM gives a block 227 KiB)"
+    budget = min(255, 65536 // threads)
+    need = p["BN"] // 128 * 64 + 40
+    return None if need <= budget else f"about {need} registers a thread, {budget} left by {threads} threads"
+
+
 RUNGS = (
     ladder.Rung("tc01_mma_sync.cu", "tc_mma_sync", ("BM", "BN", "BK", "WM", "WN"),
                 {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32},
@@ -88,45 +106,40 @@ RUNGS = (
                 threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_pipelined_mma_check, vec=True,
                 grid_1d=True, dynamic_smem=_pipelined_mma_smem,
                 description="tc02 with a cp.async multi-stage pipeline, fragments double-buffered in registers, "
-                            "grouped block order"),
+                            "grouped block order; in BF16 mma m16n8k16 with B through ldmatrix.trans"),
+    ladder.Rung("tc04_wgmma.cu", "tc_wgmma_bf16", ("BM", "BN", "STAGES", "GROUP"),
+                {"BM": 128, "BN": 256, "STAGES": 3, "GROUP": 8},
+                {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (2, 3, 4, 5), "GROUP": (8, 16)},
+                threads=lambda p: p["BM"] // 64 * 128, tile=lambda p: (p["BM"], p["BN"]), check=_wgmma_check,
+                vec=True, grid_1d=True, dynamic_smem=_wgmma_smem, options=("-arch=sm_90a",),
+                description="wgmma.m64n128k16 with both operands read from 128-byte-swizzled shared memory "
+                            "(B MN-major, read transposed), cp.async pipeline; BF16"),
 )
 
 
-# The rungs with a BF16 kernel too: the same file, parameters (BK counts 4-byte words along k), tiles, checks and
-# launch, another kernel.
-BF16_KERNELS = {"tc03_cp_async": "tc_cp_async_bf16"}
-BF16_RUNGS = {r.name: dataclasses.replace(r, kernel=BF16_KERNELS[r.name]) for r in RUNGS if r.name in BF16_KERNELS}
+# Each rung's kernel per mode: tc03's BF16 kernel takes the same parameters (BK counts 4-byte words along k), tiles,
+# checks and launch as its TF32 one; wgmma reads MN-major B transposed only for 16-bit types, so tc04 is BF16 only.
+KERNELS = {"tc01_mma_sync": {"tf32": "tc_mma_sync"}, "tc02_ldmatrix": {"tf32": "tc_ldmatrix"},
+           "tc03_cp_async": {"tf32": "tc_cp_async", "bf16": "tc_cp_async_bf16"},
+           "tc04_wgmma": {"bf16": "tc_wgmma_bf16"}}
 
 
-def _run_bf16(compiled: ladder.Compiled, a, b, c, stream) -> None:
-    """As the ladder's launch, with 16-byte rows meaning multiples of 8 bfloat16."""
-    import numpy as np
-
-    m, k = a.shape
-    n = b.shape[1]
-    aligned = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
-    grid, block = compiled.rung.launch(compiled.params, m, n)
-    compiled.kernels[aligned](grid, block, (np.int32(m), np.int32(n), np.int32(k), a, b, c), shared_mem=compiled.smem,
-                              stream=stream)
+def in_mode(rung: ladder.Rung, mode: str) -> ladder.Rung:
+    return dataclasses.replace(rung, kernel=KERNELS[rung.name][mode])
 
 
 def variant(rung: ladder.Rung) -> Variant:
-    """A rung in TF32, and in BF16 where it has a BF16 kernel: one variant, each mode's kernel built from its own
-    instantiation; BF16 operands arrive as uint16 arrays (registry.OPERAND_DTYPE)."""
-    tf32 = ladder.variant(rung, modes=("tf32",))
-    if rung.name not in BF16_RUNGS:
-        return tf32
-    bf16 = ladder.variant(BF16_RUNGS[rung.name], modes=("bf16",))
-    by_mode = {"tf32": tf32, "bf16": bf16}
+    """A rung in each of its modes: one variant, each mode's kernel built from its own instantiation (BF16 operands
+    arrive as uint16 arrays, registry.OPERAND_DTYPE) and launched by the ladder."""
+    by_mode = {mode: ladder.variant(in_mode(rung, mode), modes=(mode,)) for mode in KERNELS[rung.name]}
+    first = next(iter(by_mode.values()))
+    if len(by_mode) == 1:
+        return first
 
     def build(mode, params, cache_dir):
         return by_mode[mode].build(mode, params, cache_dir)
 
-    def run(artifact, a, b, c, stream):
-        (_run_bf16 if a.dtype.itemsize == 2 else tf32.run)(artifact, a, b, c, stream)
-
-    return dataclasses.replace(tf32, modes=("tf32", "bf16"), build=build, run=run,
-                               description=f"{rung.description}; BF16: mma m16n8k16, B through ldmatrix.trans")
+    return dataclasses.replace(first, modes=tuple(by_mode), build=build)
 
 
 for _rung in RUNGS:
