@@ -9,7 +9,10 @@
 //    (imm-trans-b = 1, which 16-bit types allow). Tiles start 1024-byte aligned (the swizzle acts on address bits).
 //  * Filled by rung 10's kind of cp.async pipeline: 16-byte copies to their swizzled places (element by element where
 //    rows are not 16-byte aligned), then fence.proxy.async so that the tensor cores' async proxy sees what the copies
-//    wrote, and one barrier per k-tile. A tile's wgmma group is waited for before its buffer is refilled.
+//    wrote, and one barrier per k-tile.
+//  * One k-tile's wgmma group stays in flight while the next is issued (wait_group 1), so the tensor cores do not
+//    drain at every tile: the copies run STAGES - 2 tiles ahead, into the buffer of the tile two back, whose group
+//    every warpgroup has waited for before the barrier.
 //  * The accumulators are laid out as mma.sync's 16×8 tiles, 16 per instruction: tc02's store writes them.
 #include "tc02_ldmatrix.cu"
 #include "10_pipelined.cu"
@@ -87,7 +90,8 @@ tc_wgmma_bf16(int M, int N, int K, const unsigned short* __restrict__ A, const u
               float* __restrict__ C) {
     constexpr int BK = WGMMA_K_TILE, THREADS = BM / 64 * 128, NB = BN / 128;
     constexpr int A_TILE = BM * BK, B_TILE = BK * BN;  // elements; both multiples of 512 (1024 bytes)
-    static_assert(BM % 64 == 0 && BN % 128 == 0 && STAGES >= 2, "whole warpgroup tiles, at least double buffering");
+    constexpr int AHEAD = STAGES - 2;  // tiles copied ahead: one buffer is being read, one by the group in flight
+    static_assert(BM % 64 == 0 && BN % 128 == 0 && STAGES >= 3, "whole warpgroup tiles, a buffer per group in flight");
     extern __shared__ float4 smem[];
     unsigned short* tiles = reinterpret_cast<unsigned short*>(
         (reinterpret_cast<size_t>(smem) + 1023) / 1024 * 1024);  // 1 KiB of slack is allocated for this
@@ -109,14 +113,14 @@ tc_wgmma_bf16(int M, int N, int K, const unsigned short* __restrict__ A, const u
     };
 
 #pragma unroll
-    for (int kt = 0; kt < STAGES - 1; ++kt) issue(kt);
+    for (int kt = 0; kt < AHEAD; ++kt) issue(kt);
 
     float acc[NB][16][4] = {};
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<STAGES - 2>();  // tile kt has landed (for this thread) ...
+        cp_async_wait<AHEAD - 1>();  // tile kt has landed (for this thread) ...
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... where the tensor cores look
         __syncthreads();                                               // ... for every thread
-        issue(kt + STAGES - 1);  // into the buffer of tile kt - 1, whose wgmmas every warpgroup has waited for
+        issue(kt + AHEAD);  // into the buffer of tile kt - 2, whose wgmmas every warpgroup has waited for
         const unsigned short* as = As + (kt % STAGES) * A_TILE + warpgroup * 64 * BK;
         const unsigned short* bs = Bs + (kt % STAGES) * B_TILE;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -130,8 +134,9 @@ tc_wgmma_bf16(int M, int N, int K, const unsigned short* __restrict__ A, const u
                 wgmma_m64n128k16(acc[nb], a, swizzled_descriptor(bs + nb * 2 * BK * 64 + k * 16 * 64, BK * 128, 1024));
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile kt - 1's group is done
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     store_accumulators<VEC>(C, reinterpret_cast<float(&)[1][BN / 8][4]>(acc), row0 + warpgroup * 64 + warp * 16, col0,
                             M, N, lane);
 }

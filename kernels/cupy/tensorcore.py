@@ -77,6 +77,8 @@ def _wgmma_check(p) -> str | None:
     """Registers (ptxas's counts over the space): 64 accumulators per 128 columns, about 40 for the rest."""
     if p["BM"] % 64 or p["BN"] % 128:
         return "BM must be whole warpgroup tiles of 64 rows and BN whole wgmma tiles of 128 columns"
+    if p["STAGES"] < 3:
+        return "STAGES must be at least 3: a buffer being read, one under the wgmma group in flight, one filling"
     threads = p["BM"] // 64 * 128
     if _wgmma_smem(p) > 227 * 1024:
         return f"{_wgmma_smem(p)} bytes of shared memory (an SM gives a block 227 KiB)"
@@ -109,11 +111,11 @@ RUNGS = (
                             "grouped block order; in BF16 mma m16n8k16 with B through ldmatrix.trans"),
     ladder.Rung("tc04_wgmma.cu", "tc_wgmma_bf16", ("BM", "BN", "STAGES", "GROUP"),
                 {"BM": 128, "BN": 256, "STAGES": 3, "GROUP": 8},
-                {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (2, 3, 4, 5), "GROUP": (8, 16)},
+                {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)},
                 threads=lambda p: p["BM"] // 64 * 128, tile=lambda p: (p["BM"], p["BN"]), check=_wgmma_check,
                 vec=True, grid_1d=True, dynamic_smem=_wgmma_smem, options=("-arch=sm_90a",),
                 description="wgmma.m64n128k16 with both operands read from 128-byte-swizzled shared memory "
-                            "(B MN-major, read transposed), cp.async pipeline; BF16"),
+                            "(B MN-major, read transposed), a group in flight across k-tiles, cp.async pipeline; BF16"),
 )
 
 
