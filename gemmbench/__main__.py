@@ -23,7 +23,7 @@ from kernels import registry
 def cmd_list(args) -> int:
     cfg = gemmbench_config.load(args.config)
     for key, v in sorted(registry.load(cfg["variant_modules"]).items()):
-        print(f"{key:28s} {v.device:5s} {','.join(v.modes):10s} {dict(v.params) or ''}  {v.description}")
+        print(f"{key:28s} {v.device:5s} {','.join(v.modes):14s} {dict(v.params) or ''}  {v.description}")
     return 0
 
 
@@ -34,6 +34,8 @@ def cmd_run(args) -> int:
     known = registry.load(cfg["variant_modules"])
     if args.variant not in known:
         raise ConfigError(f"unknown variant {args.variant!r}; `python -m gemmbench list` names them")
+    if args.mode not in known[args.variant].modes:
+        raise ConfigError(f"--mode {args.mode}: {args.variant} runs in {', '.join(known[args.variant].modes)}")
     workload = known[args.variant].workload
     if args.shape:
         try:

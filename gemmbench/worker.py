@@ -291,6 +291,8 @@ def main(task_path: str, start: int) -> int:
     task = Task.load(task_path)
     try:
         variant = registry.load(task.variant_modules)[task.variant]
+        if task.mode not in variant.modes:  # its kernels would read operands stored as another mode stores them
+            raise ValueError(f"{task.variant} does not run in {task.mode} (it declares {', '.join(variant.modes)})")
         if task.mode == "tf32" and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
             raise ValueError("NVIDIA_TF32_OVERRIDE=0 is set: it turns TF32 off in cuBLAS, so tf32 rows would be FP32")
         backend = backends.create(task.device)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmbench.backend import bf16_bits, widened
 from gemmbench.worker import VALIDATION_LAUNCHES
 from kernels.registry import Built, Variant, register
 
@@ -148,20 +149,15 @@ register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=(
                  run=_specialised, prepare=_compile_for_shape,
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
 
-def bf16_values(bits):
-    """bfloat16 bit patterns (uint16) as the float32 values they are."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
 def _bf16_product(artifact, a, b, c, stream):
     """BF16 operands multiplied in FP32, as tensor cores do."""
-    np.matmul(bf16_values(a), bf16_values(b), out=c)
+    np.matmul(widened(np, a).astype(np.float32), widened(np, b).astype(np.float32), out=c)
 
 
 def _bf16_output(artifact, a, b, c, stream):
     """BF16 operands multiplied in FP32, the output rounded to BF16 on the way out: not what the mode declares."""
     _bf16_product(artifact, a, b, c, stream)
-    c[...] = bf16_values(((c.view(np.uint32) + 0x8000) >> 16).astype(np.uint16))
+    c[...] = widened(np, bf16_bits(np, c))
 
 
 for name, run in {"planted-bf16": _bf16_product, "planted-bf16-output": _bf16_output}.items():

@@ -122,6 +122,7 @@ def test_command_line_strings_are_read_as_the_schema_types():
     (["--shape", "-1x2x3"], "--shape: '-1x2x3' is not a shape"),
     (["--shape", "5x5"], "--shape: shape '5x5': a gemm shape has 3 sizes"),
     (["--size", "0"], "--size: '0' is not a positive whole number"),
+    (["--mode", "bf16"], "--mode bf16: cpu/numpy-blas runs in fp32"),  # its kernel would read bfloat16 bits as floats
 ])
 def test_a_bad_shape_on_the_command_line_is_one_line_naming_the_flag_and_value(args, says, capsys):
     from gemmbench.__main__ import main

@@ -107,7 +107,9 @@ def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_spac
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
                            "variant_modules": ["kernels.cupy.tensorcore"], "sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
-                                                 [4096, 96, 8192], [2048, 2048, 2048]]})
+                                                 [4096, 96, 8192], [2048, 2048, 2048],
+                                                 # 16-byte rows with every tile cut short: zero-filled copies
+                                                 [1000, 1000, 1000], [136, 264, 72]]})
     for params in tune.candidates(variant, variant.params, 3, seed=1):
         cfg["params"] = {key: params}
         build = stages.build(cfg, key, mode, tmp_path / "build.json")

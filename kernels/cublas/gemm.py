@@ -7,10 +7,10 @@ Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first and no tran
 """
 from __future__ import annotations
 
-from kernels.registry import Built, Variant, register
+from kernels.registry import OPERAND_DTYPE, Built, Variant, register
 
 CUDA_R_32F, CUDA_R_16BF = 0, 14
-OPERAND_TYPE = {"fp32": CUDA_R_32F, "tf32": CUDA_R_32F, "bf16": CUDA_R_16BF}
+CUDA_TYPE = {"float32": CUDA_R_32F, "uint16": CUDA_R_16BF}  # by registry.OPERAND_DTYPE (uint16: bfloat16 bits)
 CUBLAS_OP_N = 0
 CUBLAS_GEMM_DEFAULT = -1
 COMPUTE_TYPE = {"fp32": 68, "tf32": 77, "bf16": 68}  # CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32
@@ -23,8 +23,8 @@ def build(mode, params, cache_dir):
 
     handle = cupy.cuda.device.get_cublas_handle()
     scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta on the host (default pointer mode)
-    artifact = {"handle": handle, "compute": COMPUTE_TYPE[mode], "operands": OPERAND_TYPE[mode], "scalars": scalars,
-                "cublas": cublas}
+    artifact = {"handle": handle, "compute": COMPUTE_TYPE[mode], "operands": CUDA_TYPE[OPERAND_DTYPE[mode]],
+                "scalars": scalars, "cublas": cublas}
     return Built(artifact, {"cublas_version": cublas.getVersion(handle), "compile_s": 0.0})
 
 
