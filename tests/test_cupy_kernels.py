@@ -90,6 +90,14 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
         assert found["sass_hgmma" if wgmma else "sass_hmma"] > 0 and found["sass_ffma"] == 0, found
 
 
+def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
+    """Built for sm_90a, its module would not load on another GPU: the build says why instead (a rejected build)."""
+    monkeypatch.setattr(tensorcore, "_compute_capability", lambda: "80")
+    variant = registry.load(["kernels.cupy.tensorcore"])["cupy/tc04_wgmma"]
+    with pytest.raises(ValueError, match="tc04_wgmma issues wgmma, which only sm_90 GPUs have .this one is sm_80."):
+        variant.build("bf16", variant.params, None)
+
+
 def test_a_staged_module_registers_variants_only_where_a_config_names_it():
     assert "cupy/tc01_mma_sync" not in registry.load()  # though this test module imports kernels.cupy.tensorcore
     assert "cupy/tc01_mma_sync" in registry.load(["kernels.cupy.tensorcore"])

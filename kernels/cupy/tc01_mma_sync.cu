@@ -15,13 +15,13 @@ __device__ __forceinline__ float to_tf32(float x) {
 }
 
 template <bool BF16>
-struct Bf16Mma {};
+struct Bf16Operands {};
 
-// acc[i][j] += a[i]·b[j] for the warp's FM×FN mma tiles: m16n8k8 TF32, or with Bf16Mma<true> m16n8k16 on bfloat16
+// acc[i][j] += a[i]·b[j] for the warp's FM×FN mma tiles: m16n8k8 TF32, or with Bf16Operands<true> m16n8k16 on bfloat16
 // pairs (the same registers: 4 of A, 2 of B, 4 accumulators, in the same places of the 16×8 output tile).
 template <int FM, int FN, bool BF16 = false>
 __device__ __forceinline__ void mma_warp_tile(float (&acc)[FM][FN][4], const unsigned (&a)[FM][4],
-                                              const unsigned (&b)[FN][2], Bf16Mma<BF16> = {}) {
+                                              const unsigned (&b)[FN][2], Bf16Operands<BF16> = {}) {
 #define MMA_OPERANDS                                                                                   \
     : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])                  \
     : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1])

@@ -15,6 +15,19 @@
 #include "tc02_ldmatrix.cu"
 #include "10_pipelined.cu"
 
+// ROWS×COLS elements of a row-major bfloat16 matrix (`g` at the tile's origin, row stride ld) to shared memory at
+// s[at(r, c)], element by element with plain loads, zero-filled outside rows_left×cols_left: for rows that are not
+// 16-byte aligned (a row of odd length puts pairs across rows, and cp.async copies 4 bytes at least). The stores fill
+// a later tile's buffer, as the copies do, so the pipeline stays.
+template <int ROWS, int COLS, int THREADS, class At>
+__device__ __forceinline__ void copy_elements(unsigned short* s, const unsigned short* g, int ld, int rows_left,
+                                              int cols_left, At at) {
+    for (int i = threadIdx.x; i < ROWS * COLS; i += THREADS) {
+        const int r = i / COLS, c = i % COLS;
+        s[at(r, c)] = r < rows_left && c < cols_left ? g[r * ld + c] : 0;
+    }
+}
+
 // A ROWS×COLS bfloat16 tile (row stride LD in shared memory), zero-filled outside. VEC (rows 16-byte aligned):
 // rung 10's TileCopy, 16-byte cp.async of bfloat16 pairs seen as floats.
 template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
@@ -28,8 +41,7 @@ struct Bf16TileCopy : TileCopy<ROWS, COLS / 2, THREADS, LD / 2, true> {
     }
 };
 
-// Rows that are not: element by element with plain loads (a row of odd length puts pairs across rows, and cp.async
-// copies 4 bytes at least). The stores fill a later tile's buffer, as the copies do, so the pipeline stays.
+// Rows that are not: element by element.
 template <int ROWS, int COLS, int THREADS, int LD>
 struct Bf16TileCopy<ROWS, COLS, THREADS, LD, false> {
     const unsigned short* src;  // the tile at (0, 0)
@@ -38,10 +50,8 @@ struct Bf16TileCopy<ROWS, COLS, THREADS, LD, false> {
         : src(g + row0 * ld_ + col0), ld(ld_) {}
     __device__ __forceinline__ void issue(unsigned short* s, int row_shift, int col_shift, int rows_left,
                                           int cols_left) const {
-        for (int i = threadIdx.x; i < ROWS * COLS; i += THREADS) {
-            const int r = i / COLS, c = i % COLS;
-            s[r * LD + c] = r < rows_left && c < cols_left ? src[(row_shift + r) * ld + col_shift + c] : 0;
-        }
+        copy_elements<ROWS, COLS, THREADS>(s, src + row_shift * ld + col_shift, ld, rows_left, cols_left,
+                                           [](int r, int c) { return r * LD + c; });
     }
 };
 
@@ -149,7 +159,7 @@ __device__ __forceinline__ void cp_async_pipeline(int M, int N, int K, const typ
                 __syncthreads();              // ... for every thread, and nobody reads tile kt any more
                 load(a[0], b[0], (kt + 1) % STAGES, 0);
             }
-            mma_warp_tile(acc, a[kk % 2], b[kk % 2], Bf16Mma<Mode::BF16>{});
+            mma_warp_tile(acc, a[kk % 2], b[kk % 2], Bf16Operands<Mode::BF16>{});
         }
     }
     store_accumulators<VEC>(C, acc, row0 + warp_row, col0 + warp_col, M, N, lane);

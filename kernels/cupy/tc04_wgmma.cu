@@ -14,8 +14,7 @@
 //    drain at every tile: the copies run STAGES - 2 tiles ahead, into the buffer of the tile two back, whose group
 //    every warpgroup has waited for before the barrier.
 //  * The accumulators are laid out as mma.sync's 16×8 tiles, 16 per instruction: tc02's store writes them.
-#include "tc02_ldmatrix.cu"
-#include "10_pipelined.cu"
+#include "tc03_cp_async.cu"
 
 constexpr int WGMMA_K_TILE = 64;  // bfloat16 per 128-byte line
 
@@ -61,8 +60,8 @@ __device__ __forceinline__ int swizzled(int line, int col) {
     return line * WGMMA_K_TILE + (((col / 8) ^ (line % 8)) * 8) + col % 8;
 }
 
-// A ROWS×COLS tile of a row-major bfloat16 matrix into swizzled lines; `line_of(row, col)` places each row's
-// 64-element segments. VEC: 16-byte cp.async of 8 elements (rows 16-byte aligned), else element by element.
+// A ROWS×COLS tile of a row-major bfloat16 matrix into swizzled lines. VEC: 16-byte cp.async of 8 elements (rows
+// 16-byte aligned), else element by element (tc03's copy_elements).
 template <int ROWS, int COLS, int THREADS, bool VEC, bool MN_MAJOR>
 __device__ __forceinline__ void copy_swizzled(unsigned short* s, const unsigned short* g, int ld, int rows_left,
                                               int cols_left) {
@@ -77,10 +76,7 @@ __device__ __forceinline__ void copy_swizzled(unsigned short* s, const unsigned 
                        inside);
         }
     } else {
-        for (int i = threadIdx.x; i < ROWS * COLS; i += THREADS) {
-            const int r = i / COLS, c = i % COLS;
-            s[at(r, c)] = r < rows_left && c < cols_left ? g[r * ld + c] : 0;
-        }
+        copy_elements<ROWS, COLS, THREADS>(s, g, ld, rows_left, cols_left, at);
     }
 }
 

@@ -36,8 +36,8 @@ def _fragment_registers(p) -> int:
     return (p["WM"] // 16) * 4 + (p["WN"] // 8) * 2
 
 
-def _registers(p, need: int, min_blocks: int = 1) -> str | None:
-    budget = min(255, 65536 // (warp_threads(p) * min_blocks))
+def _registers(threads: int, need: int, min_blocks: int = 1) -> str | None:
+    budget = min(255, 65536 // (threads * min_blocks))
     return None if need <= budget else f"about {need} registers a thread, {budget} left by {min_blocks} block(s) per SM"
 
 
@@ -48,7 +48,7 @@ def _ldmatrix_check(p) -> str | None:
     if bad:
         return bad
     staged = sum(cdiv(rows * cols // 4, warp_threads(p)) for rows, cols in ((p["BM"], p["BK"]), (p["BK"], p["BN"])))
-    return _registers(p, p["WM"] * p["WN"] // 32 + _fragment_registers(p) + 4 * staged + 12)
+    return _registers(warp_threads(p), p["WM"] * p["WN"] // 32 + _fragment_registers(p) + 4 * staged + 12)
 
 
 def _pipelined_mma_smem(p) -> int:
@@ -64,8 +64,12 @@ def _pipelined_mma_check(p) -> str | None:
         return "the threads of a block must copy whole rows of B's tile as float4s"
     if p["MIN_BLOCKS"] * (_pipelined_mma_smem(p) + 1024) > 228 * 1024:  # an SM's 228 KiB, 1 KiB kept per block
         return f"{p['MIN_BLOCKS']} blocks of {_pipelined_mma_smem(p)} bytes of shared memory do not fit on an SM"
-    return _mma_warps_check(p) or _registers(p, p["WM"] * p["WN"] // 32 + 2 * _fragment_registers(p) + 60,
-                                             p["MIN_BLOCKS"])
+    return _mma_warps_check(p) or _registers(warp_threads(p), p["WM"] * p["WN"] // 32 + 2 * _fragment_registers(p)
+                                             + 60, p["MIN_BLOCKS"])
+
+
+def _warpgroup_threads(p) -> int:
+    return p["BM"] // 64 * 128
 
 
 def _wgmma_smem(p) -> int:
@@ -79,12 +83,7 @@ def _wgmma_check(p) -> str | None:
         return "BM must be whole warpgroup tiles of 64 rows and BN whole wgmma tiles of 128 columns"
     if p["STAGES"] < 3:
         return "STAGES must be at least 3: a buffer being read, one under the wgmma group in flight, one filling"
-    threads = p["BM"] // 64 * 128
-    if _wgmma_smem(p) > 227 * 1024:
-        return f"{_wgmma_smem(p)} bytes of shared memory (an SM gives a block 227 KiB)"
-    budget = min(255, 65536 // threads)
-    need = p["BN"] // 128 * 64 + 40
-    return None if need <= budget else f"about {need} registers a thread, {budget} left by {threads} threads"
+    return _registers(_warpgroup_threads(p), p["BN"] // 128 * 64 + 40)  # (shared memory: Rung.problems)
 
 
 RUNGS = (
@@ -112,7 +111,7 @@ RUNGS = (
     ladder.Rung("tc04_wgmma.cu", "tc_wgmma_bf16", ("BM", "BN", "STAGES", "GROUP"),
                 {"BM": 128, "BN": 256, "STAGES": 3, "GROUP": 8},
                 {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)},
-                threads=lambda p: p["BM"] // 64 * 128, tile=lambda p: (p["BM"], p["BN"]), check=_wgmma_check,
+                threads=_warpgroup_threads, tile=lambda p: (p["BM"], p["BN"]), check=_wgmma_check,
                 vec=True, grid_1d=True, dynamic_smem=_wgmma_smem, options=("-arch=sm_90a",),
                 description="wgmma.m64n128k16 with both operands read from 128-byte-swizzled shared memory "
                             "(B MN-major, read transposed), a group in flight across k-tiles, cp.async pipeline; BF16"),
@@ -130,18 +129,25 @@ def in_mode(rung: ladder.Rung, mode: str) -> ladder.Rung:
     return dataclasses.replace(rung, kernel=KERNELS[rung.name][mode])
 
 
+def _compute_capability() -> str:
+    import cupy
+
+    return cupy.cuda.Device().compute_capability
+
+
 def variant(rung: ladder.Rung) -> Variant:
     """A rung in each of its modes: one variant, each mode's kernel built from its own instantiation (BF16 operands
-    arrive as uint16 arrays, registry.OPERAND_DTYPE) and launched by the ladder."""
+    arrive as uint16 arrays, registry.OPERAND_DTYPE) and launched by the ladder. A rung built for sm_90a (wgmma) is
+    refused on other GPUs, whose driver could not load it."""
     by_mode = {mode: ladder.variant(in_mode(rung, mode), modes=(mode,)) for mode in KERNELS[rung.name]}
-    first = next(iter(by_mode.values()))
-    if len(by_mode) == 1:
-        return first
 
     def build(mode, params, cache_dir):
+        if "-arch=sm_90a" in rung.options and _compute_capability() != "90":
+            raise ValueError(f"{rung.name} issues wgmma, which only sm_90 GPUs have (this one is "
+                             f"sm_{_compute_capability()})")
         return by_mode[mode].build(mode, params, cache_dir)
 
-    return dataclasses.replace(first, modes=tuple(by_mode), build=build)
+    return dataclasses.replace(next(iter(by_mode.values())), modes=tuple(by_mode), build=build)
 
 
 for _rung in RUNGS:
