@@ -149,6 +149,7 @@ register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=(
                  run=_specialised, prepare=_compile_for_shape,
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
 
+
 def _bf16_product(artifact, a, b, c, stream):
     """BF16 operands multiplied in FP32, as tensor cores do."""
     np.matmul(widened(np, a).astype(np.float32), widened(np, b).astype(np.float32), out=c)
