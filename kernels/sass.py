@@ -83,8 +83,8 @@ INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.
 
 
 def memory_instructions(sass: str) -> dict:
-    """Counts of the kernel's FFMAs, tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma) and shared and global
-    loads by width (static counts, whole kernel)."""
+    """Counts of the kernel's FFMAs, tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma), TMA copies (UTMALDG)
+    and shared and global loads by width (static counts, whole kernel)."""
     ops = Counter(INSTRUCTION.findall(sass))
     if not ops:
         return {}
@@ -94,5 +94,6 @@ def memory_instructions(sass: str) -> dict:
                    if op.split(".")[0] == name and (bits is None or bits in op.split(".")[1:]))
 
     return {"sass_ffma": ops["FFMA"], "sass_hmma": count("HMMA"), "sass_hgmma": count("HGMMA"),
+            "sass_tma": count("UTMALDG"),
             "sass_lds32": ops["LDS"] + ops["LDS.U"], "sass_lds64": count("LDS", "64"),
             "sass_lds128": count("LDS", "128"), "sass_ldg128": count("LDG", "128")}

@@ -14,7 +14,7 @@ import pytest
 
 from gemmbench import ROOT, tune
 from kernels import registry
-from kernels.cupy import tensorcore
+from kernels.cupy import tensorcore, tma
 from kernels.cupy.ladder import HERE, RUNGS, cdiv
 
 
@@ -28,6 +28,7 @@ def find_nvcc() -> str | None:
 
 
 NVCC = find_nvcc()
+TENSOR_CORE_MODULES = ["kernels.cupy.tensorcore", "kernels.cupy.tma"]
 RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 
@@ -53,13 +54,15 @@ def assert_no_spills(report: str) -> None:
     assert spills and not any(spills), report
 
 
-def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90", operand: str = "float") -> str:
-    """ptxas's report for every instantiation (both float4 paths of the vector rungs); `operand`: A's and B's type."""
+def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90", operand: str = "float",
+                 parameters: str | None = None) -> str:
+    """ptxas's report for every instantiation (both float4 paths of the vector rungs); `operand`: A's and B's type;
+    `parameters`: the kernel's, where they are not the ladder's (M, N, K, A, B, C)."""
     flags = (True, False) if rung.vec else (None,)
     unique = {json.dumps(p, sort_keys=True): p for p in param_sets}.values()
-    lines = [f'#include "{rung.file}"'] + [
-        f"template __global__ void {rung.expression(p, flag)}(int, int, int, const {operand}*, const {operand}*, "
-        "float*);" for p in unique for flag in flags]
+    parameters = parameters or f"int, int, int, const {operand}*, const {operand}*, float*"
+    lines = [f'#include "{rung.file}"'] + [f"template __global__ void {rung.expression(p, flag)}({parameters});"
+                                           for p in unique for flag in flags]
     return nvcc_sm90(lines, HERE, tmp_path, rung.name, arch)
 
 
@@ -88,6 +91,21 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
     if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one
         wgmma = "-arch=sm_90a" in rung.options  # the rungs built for sm_90a issue wgmma (HGMMA), the others mma.sync
         assert found["sass_hgmma" if wgmma else "sass_hmma"] > 0 and found["sass_ffma"] == 0, found
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+@pytest.mark.parametrize("rung", tma.RUNGS, ids=lambda r: r.name)
+def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spilling(rung, tmp_path):
+    """Both instances: TMA copies where rows are 16-byte aligned, the producer warpgroup's copies where not."""
+    from kernels import sass
+
+    variant = registry.load(TENSOR_CORE_MODULES)[f"cupy/{rung.name}"]
+    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a",
+                          parameters=tma.PARAMETERS)
+    assert_no_spills(report)
+    found = sass.facts((tmp_path / "out.cubin").read_bytes())
+    if "sass_unread" not in found:
+        assert found["sass_hgmma"] > 0 and found["sass_tma"] > 0 and found["sass_ffma"] == 0, found
 
 
 def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):

@@ -93,7 +93,8 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     assert any(r["status"] == "ok" for r in rows)
 
 
-TENSOR_CORE = registry.load(["kernels.cupy.tensorcore"])
+TENSOR_CORE_MODULES = ["kernels.cupy.tensorcore", "kernels.cupy.tma"]
+TENSOR_CORE = registry.load(TENSOR_CORE_MODULES)
 TENSOR_CORE_MODES = [(key, mode) for key in sorted(set(TENSOR_CORE) - set(registry.load()))
                      for mode in TENSOR_CORE[key].modes]
 
@@ -105,7 +106,7 @@ def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_spac
     from gemmbench import tune
     variant = TENSOR_CORE[key]
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
-                           "variant_modules": ["kernels.cupy.tensorcore"], "sizes": [256],
+                           "variant_modules": TENSOR_CORE_MODULES, "sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048],
                                                  # 16-byte rows with every tile cut short: zero-filled copies

@@ -305,9 +305,10 @@ def test_shared_load_widths_are_counted_from_sass():
         /*0130*/                   FFMA R20, R8, R12, R20 ;
         /*0140*/                   FFMA R21, R9, R12, R21 ;
         /*0150*/                   HMMA.1688.F32.TF32 R24, R4, R6, R24 ;
+        /*0160*/                   UTMALDG.2D [UR8], [UR4] ;
 """
-    assert sass.memory_instructions(listing) == {"sass_ffma": 2, "sass_hmma": 1, "sass_hgmma": 0, "sass_lds32": 1,
-                                                 "sass_lds64": 0, "sass_lds128": 1, "sass_ldg128": 1}
+    assert sass.memory_instructions(listing) == {"sass_ffma": 2, "sass_hmma": 1, "sass_hgmma": 0, "sass_tma": 1,
+                                                 "sass_lds32": 1, "sass_lds64": 0, "sass_lds128": 1, "sass_ldg128": 1}
     assert sass.memory_instructions("") == {} and sass.facts(b"// PTX, not a cubin") == {"sass_unread": "not a cubin"}
 
 

@@ -1,0 +1,209 @@
+// Tensor-core rung 5 — TMA and warp specialisation (sm_90a, BF16): tc04's wgmmas fed by the Tensor Memory Accelerator.
+//  * A producer warpgroup and BM / 64 consumer warpgroups. One producer thread fills each stage with three to five
+//    cp.async.bulk.tensor instructions: a box of A (BM rows × 64 k) and one per 64 columns of B (64 k × 64). The TMA
+//    unit computes the addresses, zero-fills what lies outside the matrix and stores with the 128-byte swizzle that
+//    wgmma reads, so the consumers spend no instruction on copies, addresses or edges (tc04's threads spent most of
+//    their issue slots there). The tensor maps are encoded on the host (cuTensorMapEncodeTiled) and passed by value.
+//  * Stages are handed over by mbarriers, not __syncthreads: full[s] completes when the TMA unit has written the bytes
+//    it was told to expect, empty[s] when every consumer warp has released the stage. A consumer keeps one wgmma group
+//    in flight and releases the stage of the group before it.
+//  * wgmma.m64n256k16 where BN allows: one instruction per k-step and warpgroup, reading A's 64×16 slab once for 256
+//    columns (tc04's m64n128k16 reads it once per 128).
+//  * Rows that are not 16-byte aligned (TMA needs 16-byte strides): the producer warpgroup's 128 threads copy element
+//    by element to the same swizzled places, fence.proxy.async and arrive, so every shape runs.
+//  * Tiles in tc04's grouped order. Each block loops over tiles blockIdx.x, blockIdx.x + gridDim.x, …; this rung
+//    launches a block per tile, tc06 fewer blocks that persist.
+#include "tc04_wgmma.cu"
+
+// cuda.h's CUtensorMap: the 128-byte, 64-byte aligned descriptor of a TMA copy (NVRTC has no cuda.h).
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrier_init(unsigned long long* barrier, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(arrivals));
+}
+
+// Until the barrier's phase of this parity has completed.
+__device__ __forceinline__ void barrier_wait(unsigned long long* barrier, int parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(shared_address(barrier)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void barrier_arrive(unsigned long long* barrier) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+}
+
+// Arrive, and tell the barrier to also wait for this many bytes of TMA copies.
+__device__ __forceinline__ void barrier_expect(unsigned long long* barrier, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(bytes)
+                 : "memory");
+}
+
+// The box of a 2-D tensor map at (inner, outer) elements to shared memory; the barrier counts its bytes.
+__device__ __forceinline__ void tma_load(void* tile, const TensorMap& map, int inner, int outer,
+                                         unsigned long long* barrier) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        ::"r"(shared_address(tile)), "l"(&map), "r"(inner), "r"(outer), "r"(shared_address(barrier))
+        : "memory");
+}
+
+// Tile `tile` of 0..tiles-1 in groups of GROUP tile-rows, each group column by column: its origin (rung 10's order).
+template <int BM, int BN, int GROUP>
+__device__ __forceinline__ int2 grouped_tile(int tile, int M, int N) {
+    const int tiles_m = CEIL_DIV(M, BM), tiles_n = CEIL_DIV(N, BN);
+    const int per_group = GROUP * tiles_n, first_m = (tile / per_group) * GROUP;
+    const int group_rows = min(tiles_m - first_m, GROUP), in_group = tile % per_group;
+    return make_int2((first_m + in_group % group_rows) * BM, (in_group / group_rows) * BN);
+}
+
+// d += A·B for one 64×256×16 step of a warpgroup: tc04's instruction twice as wide, so A's 64×16 slab is read once for
+// 256 columns.
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[32][4], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+                 "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+                 "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                 "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+                 "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+                 "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+                 "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+                 "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                 "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+                 "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+                 "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+                 "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+                 "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+                 "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+                 "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+                 "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+                 "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+                 "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+                 "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+                 "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+                 "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+                 "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+                 "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+                 "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+                 "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                 : "l"(a), "l"(b));
+}
+
+// One k-step (16 of the stage's 64) of a consumer warpgroup: its 64 rows of A against all BN columns of B.
+template <int BN>
+__device__ __forceinline__ void wgmma_k_step(float (&acc)[BN / 8][4], const unsigned short* as,
+                                             const unsigned short* bs, int k) {
+    constexpr int BK = WGMMA_K_TILE, WIDE = BN % 256 == 0 ? 256 : 128;  // columns per instruction
+    const unsigned long long a = swizzled_descriptor(as + k * 16, 16, 1024);
+#pragma unroll
+    for (int n = 0; n < BN / WIDE; ++n) {
+        // B's WIDE / 64 column blocks are BK lines apart (tc04's layout).
+        const unsigned long long b = swizzled_descriptor(bs + n * WIDE * BK + k * 16 * 64, BK * 128, 1024);
+        if constexpr (WIDE == 256)
+            wgmma_m64n256k16(reinterpret_cast<float(&)[32][4]>(acc[n * 32]), a, b);
+        else
+            wgmma_m64n128k16(reinterpret_cast<float(&)[16][4]>(acc[n * 16]), a, b);
+    }
+}
+
+template <int BM, int BN, int STAGES, int GROUP, bool VEC>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
+tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
+            const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, float* __restrict__ C) {
+    constexpr int BK = WGMMA_K_TILE, CONSUMERS = BM / 64, A_TILE = BM * BK, B_TILE = BK * BN;
+    static_assert(BM % 64 == 0 && BN % 128 == 0 && BM <= 256, "whole warpgroup tiles; a TMA box is 256 rows at most");
+    extern __shared__ float4 smem[];
+    unsigned short* As = reinterpret_cast<unsigned short*>(
+        (reinterpret_cast<size_t>(smem) + 1023) / 1024 * 1024);  // [STAGES][BM lines], 1 KiB of slack allocated
+    unsigned short* Bs = As + STAGES * A_TILE;                   // [STAGES][BN / 64 blocks][BK lines]
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * B_TILE);
+    unsigned long long* empty = full + STAGES;
+
+    const int tiles = CEIL_DIV(M, BM) * CEIL_DIV(N, BN), ktiles = CEIL_DIV(K, BK);
+    const int warpgroup = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(full + s, VEC ? 1 : 128);  // the TMA thread's expect (and the bytes), or every copying thread
+            barrier_init(empty + s, CONSUMERS * 4);  // every consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {  // the producer
+        if (VEC && threadIdx.x != 0) return;
+        int use = 0;  // stages filled so far, over all of this block's tiles
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            const int2 origin = grouped_tile<BM, BN, GROUP>(tile, M, N);
+            for (int kt = 0; kt < ktiles; ++kt, ++use) {
+                const int stage = use % STAGES, k0 = kt * BK;
+                if (use >= STAGES) barrier_wait(empty + stage, (use / STAGES - 1) & 1);  // its last use released
+                unsigned short* as = As + stage * A_TILE;
+                unsigned short* bs = Bs + stage * B_TILE;
+                if constexpr (VEC) {
+                    barrier_expect(full + stage, (A_TILE + B_TILE) * 2);  // whole boxes, zero-filled parts too
+                    tma_load(as, a_map, k0, origin.x, full + stage);
+#pragma unroll
+                    for (int nb = 0; nb < BN / 64; ++nb) tma_load(bs + nb * BK * 64, b_map, origin.y + nb * 64, k0,
+                                                                  full + stage);
+                } else {
+                    copy_swizzled<BM, BK, 128, false, false>(as, A + origin.x * K + k0, K, M - origin.x, K - k0);
+                    copy_swizzled<BK, BN, 128, false, true>(bs, B + k0 * N + origin.y, N, K - k0, N - origin.y);
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for the tensor cores to see
+                    barrier_arrive(full + stage);
+                }
+            }
+        }
+        return;
+    }
+
+    const int consumer = warpgroup - 1;
+    int use = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int2 origin = grouped_tile<BM, BN, GROUP>(tile, M, N);
+        float acc[BN / 8][4] = {};
+        for (int kt = 0; kt < ktiles; ++kt, ++use) {
+            const int stage = use % STAGES;
+            barrier_wait(full + stage, (use / STAGES) & 1);
+            const unsigned short* as = As + stage * A_TILE + consumer * 64 * BK;
+            const unsigned short* bs = Bs + stage * B_TILE;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int k = 0; k < BK / 16; ++k) wgmma_k_step<BN>(acc, as, bs, k);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // the group before this one is done
+            if (kt > 0 && lane == 0) barrier_arrive(empty + (use - 1) % STAGES);
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (ktiles > 0 && lane == 0) barrier_arrive(empty + (use - 1) % STAGES);
+        store_accumulators<VEC>(C, reinterpret_cast<float(&)[1][BN / 8][4]>(acc), origin.x + consumer * 64 + warp * 16,
+                                origin.y, M, N, lane);
+    }
+}
