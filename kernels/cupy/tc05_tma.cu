@@ -1,4 +1,5 @@
-// Tensor-core rung 5 — TMA and warp specialisation (sm_90a, BF16): tc04's wgmmas fed by the Tensor Memory Accelerator.
+// Tensor-core rung 5 — TMA and warp specialisation (sm_90a, BF16 and TF32): wgmmas fed by the Tensor Memory
+// Accelerator.
 //  * A producer warpgroup and BM / 64 consumer warpgroups. One producer thread fills each stage with three to five
 //    cp.async.bulk.tensor instructions: a box of A (BM rows × 64 k) and one per 64 columns of B (64 k × 64). The TMA
 //    unit computes the addresses, zero-fills what lies outside the matrix and stores with the 128-byte swizzle that
@@ -7,10 +8,15 @@
 //  * Stages are handed over by mbarriers, not __syncthreads: full[s] completes when the TMA unit has written the bytes
 //    it was told to expect, empty[s] when every consumer warp has released the stage. A consumer keeps one wgmma group
 //    in flight and releases the stage of the group before it.
-//  * wgmma.m64n256k16 where BN allows: one instruction per k-step and warpgroup, reading A's 64×16 slab once for 256
+//  * wgmma n256 where BN allows: one instruction per k-step and warpgroup, reading A's 64-row slab once for 256
 //    columns (tc04's m64n128k16 reads it once per 128).
-//  * Rows that are not 16-byte aligned (TMA needs 16-byte strides): the producer warpgroup's 128 threads copy element
-//    by element to the same swizzled places, fence.proxy.async and arrive, so every shape runs.
+//  * BF16 rows that are not 16-byte aligned (TMA needs 16-byte strides): the producer warpgroup's 128 threads copy
+//    element by element to the same swizzled places, fence.proxy.async and arrive, so every shape runs.
+//  * TF32: wgmma reads 32-bit operands K-major only, and B is stored MN-major. So a kernel first copies B to a K-major
+//    Bᵀ (k_major_tf32, timed with the product), rounding it to TF32 on the way; the same pipeline then reads 32 floats
+//    (128 bytes) of k per line, both operands K-major, with m64nNk8 instructions. The host pads Bᵀ's rows (and A's
+//    where K is not a multiple of 4) to 16 bytes, so TF32 always copies with TMA. A's low mantissa bits are dropped by
+//    the tensor cores (they read TF32 from the float's top 19 bits).
 //  * Tiles in tc04's grouped order. Each block loops over tiles blockIdx.x, blockIdx.x + gridDim.x, …; this rung
 //    launches a block per tile, tc06 fewer blocks that persist.
 #include "tc04_wgmma.cu"
@@ -67,82 +73,142 @@ __device__ __forceinline__ int2 grouped_tile(int tile, int M, int N) {
     return make_int2((first_m + in_group % group_rows) * BM, (in_group / group_rows) * BN);
 }
 
-// d += A·B for one 64×256×16 step of a warpgroup: tc04's instruction twice as wide, so A's 64×16 slab is read once for
-// 256 columns.
+// The accumulators of a 64×N wgmma, N = 128 or 256: N / 2 registers a thread, in mma.sync's 16×8 tile order.
+#define WGMMA_D128 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WGMMA_D128_OPERANDS(d) \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+#define WGMMA_D256 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define WGMMA_D256_OPERANDS(d) \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
+    "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+    "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+    "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+    "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), \
+    "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), \
+    "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), \
+    "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), \
+    "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+
+// d += A·B for one 64×256×16 step of a warpgroup in BF16: B MN-major, read transposed (tc04's instruction, twice as
+// wide).
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[32][4], unsigned long long a, unsigned long long b) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-                 "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-                 "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-                 "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-                 "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-                 "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-                 "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-                 "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-                 "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
-                 "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
-                 "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
-                 "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
-                 "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
-                 "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
-                 "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
-                 "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
-                 "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
-                 "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
-                 "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
-                 "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
-                 "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
-                 "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
-                 "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
-                 "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
-                 "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_D256 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : WGMMA_D256_OPERANDS(d)
                  : "l"(a), "l"(b));
 }
 
-// One k-step (16 of the stage's 64) of a consumer warpgroup: its 64 rows of A against all BN columns of B.
-template <int BN>
-__device__ __forceinline__ void wgmma_k_step(float (&acc)[BN / 8][4], const unsigned short* as,
-                                             const unsigned short* bs, int k) {
-    constexpr int BK = WGMMA_K_TILE, WIDE = BN % 256 == 0 ? 256 : 128;  // columns per instruction
-    const unsigned long long a = swizzled_descriptor(as + k * 16, 16, 1024);
+// d += A·B for one 64×N×8 step of a warpgroup in TF32, both operands K-major.
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[16][4], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " WGMMA_D128 ", %64, %65, p, 1, 1;\n}\n"
+                 : WGMMA_D128_OPERANDS(d)
+                 : "l"(a), "l"(b));
+}
+
+__device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[32][4], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " WGMMA_D256 ", %128, %129, p, 1, 1;\n}\n"
+                 : WGMMA_D256_OPERANDS(d)
+                 : "l"(a), "l"(b));
+}
+
+// What a mode changes: the element, a k-step, and B's stage (its TMA boxes, its descriptors). A's stage is the same in
+// both: BM lines of 128 bytes of k, K-major, one box; a k-step is 32 bytes along the line.
+struct TmaBf16 {
+    using Element = unsigned short;
+    static constexpr int K_TILE = 64, K_STEP = 16;  // elements of k per line, per instruction
+    // B as stored, MN-major: BN / 64 blocks of K_TILE lines (one k each) × 64 columns (tc04's layout), a box each.
+    template <int BN>
+    static __device__ __forceinline__ void load_b(Element* bs, const TensorMap& map, int col0, int k0,
+                                                  unsigned long long* barrier) {
 #pragma unroll
-    for (int n = 0; n < BN / WIDE; ++n) {
-        // B's WIDE / 64 column blocks are BK lines apart (tc04's layout).
-        const unsigned long long b = swizzled_descriptor(bs + n * WIDE * BK + k * 16 * 64, BK * 128, 1024);
-        if constexpr (WIDE == 256)
-            wgmma_m64n256k16(reinterpret_cast<float(&)[32][4]>(acc[n * 32]), a, b);
-        else
-            wgmma_m64n128k16(reinterpret_cast<float(&)[16][4]>(acc[n * 16]), a, b);
+        for (int nb = 0; nb < BN / 64; ++nb) tma_load(bs + nb * K_TILE * 64, map, col0 + nb * 64, k0, barrier);
+    }
+    // Columns from n of k-step k: 64-column blocks K_TILE lines apart, 8-k groups 1024 bytes apart.
+    static __device__ __forceinline__ unsigned long long b_descriptor(const Element* bs, int n, int k) {
+        return swizzled_descriptor(bs + n * K_TILE + k * K_STEP * 64, K_TILE * 128, 1024);
+    }
+    template <int WIDE>
+    static __device__ __forceinline__ void mma(float (&d)[WIDE / 8][4], unsigned long long a, unsigned long long b) {
+        if constexpr (WIDE == 256) wgmma_m64n256k16(d, a, b);
+        else wgmma_m64n128k16(d, a, b);
+    }
+};
+
+struct TmaTf32 {
+    using Element = float;
+    static constexpr int K_TILE = 32, K_STEP = 8;
+    // Bᵀ, K-major: BN lines (one column of B each) of K_TILE k, one box.
+    template <int BN>
+    static __device__ __forceinline__ void load_b(Element* bs, const TensorMap& map, int col0, int k0,
+                                                  unsigned long long* barrier) {
+        tma_load(bs, map, k0, col0, barrier);
+    }
+    static __device__ __forceinline__ unsigned long long b_descriptor(const Element* bs, int n, int k) {
+        return swizzled_descriptor(bs + n * K_TILE + k * K_STEP, 16, 1024);
+    }
+    template <int WIDE>
+    static __device__ __forceinline__ void mma(float (&d)[WIDE / 8][4], unsigned long long a, unsigned long long b) {
+        if constexpr (WIDE == 256) wgmma_m64n256k8_tf32(d, a, b);
+        else wgmma_m64n128k8_tf32(d, a, b);
+    }
+};
+
+// One stage (K_TILE of k) of a consumer warpgroup: its 64 rows of A against all BN columns of B.
+template <class Mode, int BN>
+__device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 8][4], const typename Mode::Element* as,
+                                            const typename Mode::Element* bs) {
+    constexpr int WIDE = BN % 256 == 0 ? 256 : 128;  // columns per instruction
+#pragma unroll
+    for (int k = 0; k < Mode::K_TILE / Mode::K_STEP; ++k) {
+        const unsigned long long a = swizzled_descriptor(as + k * Mode::K_STEP, 16, 1024);
+#pragma unroll
+        for (int n = 0; n < BN / WIDE; ++n)
+            Mode::template mma<WIDE>(reinterpret_cast<float(&)[WIDE / 8][4]>(acc[n * WIDE / 8]), a,
+                                     Mode::b_descriptor(bs, n * WIDE, k));
     }
 }
 
-template <int BM, int BN, int STAGES, int GROUP, bool VEC>
-__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
-tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
-            const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, float* __restrict__ C) {
-    constexpr int BK = WGMMA_K_TILE, CONSUMERS = BM / 64, A_TILE = BM * BK, B_TILE = BK * BN;
-    static_assert(BM % 64 == 0 && BN % 128 == 0 && BM <= 256, "whole warpgroup tiles; a TMA box is 256 rows at most");
+// TMA: the producer's one thread issues the copies (else its 128 threads copy BF16 element by element). VEC: C's
+// rows are 16-byte aligned (float2 stores).
+template <class Mode, int BM, int BN, int STAGES, int GROUP, bool TMA, bool VEC>
+__device__ __forceinline__ void tma_gemm(int M, int N, int K, const TensorMap& a_map, const TensorMap& b_map,
+                                         const typename Mode::Element* __restrict__ A,
+                                         const typename Mode::Element* __restrict__ B, float* __restrict__ C) {
+    using Element = typename Mode::Element;
+    constexpr int BK = Mode::K_TILE, CONSUMERS = BM / 64, A_TILE = BM * BK, B_TILE = BK * BN;
+    static_assert(BM % 64 == 0 && BN % 128 == 0 && BM <= 256 && BN <= 256, "whole warpgroup tiles; 256-row boxes");
     extern __shared__ float4 smem[];
-    unsigned short* As = reinterpret_cast<unsigned short*>(
-        (reinterpret_cast<size_t>(smem) + 1023) / 1024 * 1024);  // [STAGES][BM lines], 1 KiB of slack allocated
-    unsigned short* Bs = As + STAGES * A_TILE;                   // [STAGES][BN / 64 blocks][BK lines]
+    Element* As = reinterpret_cast<Element*>((reinterpret_cast<size_t>(smem) + 1023) / 1024 *
+                                             1024);  // [STAGES][BM lines], 1 KiB of slack allocated
+    Element* Bs = As + STAGES * A_TILE;              // [STAGES][the mode's B stage]
     unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * B_TILE);
     unsigned long long* empty = full + STAGES;
 
@@ -150,7 +216,7 @@ tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const 
     const int warpgroup = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            barrier_init(full + s, VEC ? 1 : 128);  // the TMA thread's expect (and the bytes), or every copying thread
+            barrier_init(full + s, TMA ? 1 : 128);  // the TMA thread's expect (and the bytes), or every copying thread
             barrier_init(empty + s, CONSUMERS * 4);  // every consumer warp
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -158,21 +224,19 @@ tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const 
     __syncthreads();
 
     if (warpgroup == 0) {  // the producer
-        if (VEC && threadIdx.x != 0) return;
+        if (TMA && threadIdx.x != 0) return;
         int use = 0;  // stages filled so far, over all of this block's tiles
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             const int2 origin = grouped_tile<BM, BN, GROUP>(tile, M, N);
             for (int kt = 0; kt < ktiles; ++kt, ++use) {
                 const int stage = use % STAGES, k0 = kt * BK;
                 if (use >= STAGES) barrier_wait(empty + stage, (use / STAGES - 1) & 1);  // its last use released
-                unsigned short* as = As + stage * A_TILE;
-                unsigned short* bs = Bs + stage * B_TILE;
-                if constexpr (VEC) {
-                    barrier_expect(full + stage, (A_TILE + B_TILE) * 2);  // whole boxes, zero-filled parts too
+                Element* as = As + stage * A_TILE;
+                Element* bs = Bs + stage * B_TILE;
+                if constexpr (TMA) {
+                    barrier_expect(full + stage, (A_TILE + B_TILE) * sizeof(Element));  // whole boxes, zero-filled too
                     tma_load(as, a_map, k0, origin.x, full + stage);
-#pragma unroll
-                    for (int nb = 0; nb < BN / 64; ++nb) tma_load(bs + nb * BK * 64, b_map, origin.y + nb * 64, k0,
-                                                                  full + stage);
+                    Mode::template load_b<BN>(bs, b_map, origin.y, k0, full + stage);
                 } else {
                     copy_swizzled<BM, BK, 128, false, false>(as, A + origin.x * K + k0, K, M - origin.x, K - k0);
                     copy_swizzled<BK, BN, 128, false, true>(bs, B + k0 * N + origin.y, N, K - k0, N - origin.y);
@@ -192,11 +256,8 @@ tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const 
         for (int kt = 0; kt < ktiles; ++kt, ++use) {
             const int stage = use % STAGES;
             barrier_wait(full + stage, (use / STAGES) & 1);
-            const unsigned short* as = As + stage * A_TILE + consumer * 64 * BK;
-            const unsigned short* bs = Bs + stage * B_TILE;
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int k = 0; k < BK / 16; ++k) wgmma_k_step<BN>(acc, as, bs, k);
+            wgmma_stage<Mode, BN>(acc, As + stage * A_TILE + consumer * 64 * BK, Bs + stage * B_TILE);
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // the group before this one is done
             if (kt > 0 && lane == 0) barrier_arrive(empty + (use - 1) % STAGES);
@@ -206,4 +267,33 @@ tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const 
         store_accumulators<VEC>(C, reinterpret_cast<float(&)[1][BN / 8][4]>(acc), origin.x + consumer * 64 + warp * 16,
                                 origin.y, M, N, lane);
     }
+}
+
+template <int BM, int BN, int STAGES, int GROUP, bool VEC>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
+tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
+            const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, float* __restrict__ C) {
+    tma_gemm<TmaBf16, BM, BN, STAGES, GROUP, VEC, VEC>(M, N, K, a_map, b_map, A, B, C);
+}
+
+// b_map: Bᵀ's (k_major_tf32). B is not read; VEC only chooses C's stores.
+template <int BM, int BN, int STAGES, int GROUP, bool VEC>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
+tc_tma_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
+            const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+    tma_gemm<TmaTf32, BM, BN, STAGES, GROUP, true, VEC>(M, N, K, a_map, b_map, A, B, C);
+}
+
+// B (K×N, row-major) to Bᵀ (N×K, rows ld floats apart), rounded to TF32: the K-major operand that TF32 wgmma reads.
+// TILE×TILE tiles through shared memory (padded by a float: conflict-free columns), reads and writes coalesced.
+template <int TILE>
+__global__ void __launch_bounds__(TILE * 8)
+k_major_tf32(int K, int N, int ld, const float* __restrict__ B, float* __restrict__ Bt) {
+    __shared__ float tile[TILE][TILE + 1];
+    const int k0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
+    for (int r = threadIdx.y; r < TILE; r += 8)
+        if (k0 + r < K && n0 + threadIdx.x < N) tile[r][threadIdx.x] = to_tf32(B[(size_t)(k0 + r) * N + n0 + threadIdx.x]);
+    __syncthreads();
+    for (int r = threadIdx.y; r < TILE; r += 8)
+        if (n0 + r < N && k0 + threadIdx.x < K) Bt[(size_t)(n0 + r) * ld + k0 + threadIdx.x] = tile[threadIdx.x][r];
 }

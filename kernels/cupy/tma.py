@@ -1,16 +1,18 @@
-"""The tensor-core rungs fed by the Tensor Memory Accelerator (sm_90a, BF16): tc05_tma.cu (TMA copies, a producer
-warpgroup and consumer warpgroups) and tc06_persistent.cu (the same kernel, its blocks persistent).
+"""The tensor-core rungs fed by the Tensor Memory Accelerator (sm_90a, BF16 and TF32): tc05_tma.cu (TMA copies, a
+producer warpgroup and consumer warpgroups) and tc06_persistent.cu (the same kernel, its blocks persistent).
 
 Declared, compiled and checked as tensorcore.py's rungs are, but launched by this module: each operand's tensor map
 (cuda.h's CUtensorMap) is encoded on the host by the driver (cuTensorMapEncodeTiled) and passed to the kernel by
-value, and tc06's grid is one block per SM. Opt-in as the other tensor-core rungs: a config adds
-`variant_modules: [kernels.cupy.tensorcore, kernels.cupy.tma]`.
+value; tc06's grid is one block per SM; in TF32 a kernel first makes the K-major Bᵀ that TF32 wgmma needs, in a
+buffer kept from call to call (as cuBLAS keeps a workspace), and its time counts. Opt-in as the other tensor-core
+rungs: a config adds `variant_modules: [kernels.cupy.tensorcore, kernels.cupy.tma]`.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
 import functools
+from typing import Any
 
 from kernels.cupy import ladder, tensorcore
 from kernels.registry import register
@@ -18,11 +20,13 @@ from kernels.tiles import cdiv
 
 # The kernels' parameters, for explicit instantiations (tests) of a signature that differs from the ladder's.
 PARAMETERS = ("int, int, int, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, "
-              "const unsigned short*, const unsigned short*, float*")
-K_TILE = 64  # bfloat16 per 128-byte swizzled line: the inner extent of every TMA box
+              "const {operand}*, const {operand}*, float*")
+LINE_BYTES = 128  # a swizzled line of k: the inner extent of every TMA box (64 bfloat16, 32 floats)
+TRANSPOSE_TILE = 32  # k_major_tf32's tiles, of 32 × 8 threads
 
 # cuda.h's enumerators, for cuTensorMapEncodeTiled.
-_BFLOAT16, _NO_INTERLEAVE, _SWIZZLE_128B, _L2_PROMOTE_256B, _FILL_ZEROS = 9, 0, 3, 3, 0
+_DATA_TYPE = {2: 9, 4: 7}  # bytes of an element: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, _FLOAT32
+_NO_INTERLEAVE, _SWIZZLE_128B, _L2_PROMOTE_256B, _FILL_ZEROS = 0, 3, 3, 0
 
 
 def _threads(p) -> int:
@@ -30,9 +34,9 @@ def _threads(p) -> int:
 
 
 def _smem(p) -> int:
-    """STAGES buffers of A's BM×64 and B's 64×BN bfloat16 tiles, 1 KiB to align them to 1024 bytes, and a full and an
-    empty barrier (8 bytes each) per stage."""
-    return p["STAGES"] * ((p["BM"] + p["BN"]) * K_TILE * 2 + 16) + 1024
+    """STAGES buffers of BM lines of A and BN of B (128 bytes of k each), 1 KiB to align them to 1024 bytes, and a
+    full and an empty barrier (8 bytes each) per stage."""
+    return p["STAGES"] * ((p["BM"] + p["BN"]) * LINE_BYTES + 16) + 1024
 
 
 def _check(p) -> str | None:
@@ -51,11 +55,11 @@ _TMA = dict(template=("BM", "BN", "STAGES", "GROUP"), defaults={"BM": 128, "BN":
 
 RUNGS = (
     ladder.Rung("tc05_tma.cu", "tc_tma_bf16", **_TMA,
-                description="tc04's wgmmas fed by TMA copies from a producer warpgroup, stages handed over by "
-                            "mbarriers, m64n256k16 where BN allows; BF16"),
+                description="wgmma fed by TMA copies from a producer warpgroup, stages handed over by mbarriers, "
+                            "n256 instructions where BN allows; TF32 reads a K-major copy of B made first (timed)"),
     ladder.Rung("tc06_persistent.cu", "tc_tma_bf16", **_TMA,
                 description="tc05 with one persistent block per SM looping over tiles: the producer fills the next "
-                            "tile's stages while the consumers store; BF16"),
+                            "tile's stages while the consumers store"),
 )
 PERSISTENT = {"tc06_persistent"}
 
@@ -69,19 +73,20 @@ def _driver() -> ctypes.CDLL:
 
 
 @functools.lru_cache(maxsize=64)
-def tensor_map(address: int, rows: int, cols: int, box_rows: int):
-    """The CUtensorMap of a row-major rows×cols bfloat16 matrix at `address` (rows 16-byte aligned) whose TMA box is
-    box_rows × K_TILE, stored with the 128-byte swizzle and zero-filled outside the matrix: 128 bytes, as a NumPy
-    scalar that CuPy passes by value."""
+def tensor_map(address: int, rows: int, cols: int, ld: int, element_bytes: int, box_rows: int):
+    """The CUtensorMap of a row-major rows×cols matrix at `address` (rows ld elements apart, 16-byte aligned) of
+    bfloat16 (2 bytes) or float (4), whose TMA box is box_rows × one 128-byte line, stored with the 128-byte swizzle
+    and zero-filled outside the matrix: 128 bytes, as a NumPy scalar that CuPy passes by value."""
     import numpy
 
     words = (ctypes.c_uint64 * 16)()
     result = _driver().cuTensorMapEncodeTiled(
-        words, _BFLOAT16, 2, address, (ctypes.c_uint64 * 2)(cols, rows), (ctypes.c_uint64 * 1)(cols * 2),
-        (ctypes.c_uint32 * 2)(K_TILE, box_rows), (ctypes.c_uint32 * 2)(1, 1), _NO_INTERLEAVE, _SWIZZLE_128B,
-        _L2_PROMOTE_256B, _FILL_ZEROS)
+        words, _DATA_TYPE[element_bytes], 2, address, (ctypes.c_uint64 * 2)(cols, rows),
+        (ctypes.c_uint64 * 1)(ld * element_bytes), (ctypes.c_uint32 * 2)(LINE_BYTES // element_bytes, box_rows),
+        (ctypes.c_uint32 * 2)(1, 1), _NO_INTERLEAVE, _SWIZZLE_128B, _L2_PROMOTE_256B, _FILL_ZEROS)
     if result:
-        raise RuntimeError(f"cuTensorMapEncodeTiled refused a {rows}×{cols} bfloat16 matrix (CUresult {result})")
+        raise RuntimeError(f"cuTensorMapEncodeTiled refused a {rows}×{cols} matrix of {element_bytes}-byte elements "
+                           f"(CUresult {result})")
     return numpy.frombuffer(bytes(words), dtype=_tensor_map_dtype())[0]
 
 
@@ -99,24 +104,77 @@ def _multiprocessors(device: int) -> int:
     return cupy.cuda.Device(device).attributes["MultiProcessorCount"]
 
 
-def _run(compiled: ladder.Compiled, a, b, c, stream) -> None:
-    """TMA needs 16-byte aligned rows: other shapes run the kernel's element-by-element producer (no tensor maps)."""
+@dataclasses.dataclass
+class Launch:
+    """A built TMA rung: the ladder's compiled kernels; in TF32 also k_major_tf32's kernel and the buffers it fills
+    (the last shape's, kept from call to call)."""
+
+    compiled: ladder.Compiled
+    k_major: Any = None
+    buffers: dict = dataclasses.field(default_factory=dict)
+
+    def buffer(self, name: str, shape: tuple[int, int]):
+        import cupy
+
+        if name not in self.buffers or self.buffers[name].shape != shape:
+            self.buffers[name] = cupy.empty(shape, dtype=cupy.float32)
+        return self.buffers[name]
+
+
+def _variant(rung: ladder.Rung):
+    """tensorcore's variant of the rung, built into a Launch (and in TF32 with k_major_tf32 from the rung's file)."""
+    base = tensorcore.variant(rung)
+
+    def build(mode, params, cache_dir):
+        import cupy
+
+        built = base.build(mode, params, cache_dir)
+        k_major = None
+        if mode == "tf32":
+            name = f"k_major_tf32<{TRANSPOSE_TILE}>"
+            module = cupy.RawModule(code=(ladder.HERE / rung.file).read_text(), name_expressions=[name],
+                                    options=("-std=c++17", f"-I{ladder.HERE}", *rung.options))
+            k_major = module.get_function(name)
+        return dataclasses.replace(built, artifact=Launch(built.artifact, k_major))
+
+    return dataclasses.replace(base, build=build, run=_run)
+
+
+def _run(launch: Launch, a, b, c, stream) -> None:
+    """BF16 rows that are not 16-byte aligned (TMA needs 16-byte strides) run the kernel's element-by-element producer
+    (no tensor maps). TF32: B to a K-major Bᵀ first, its rows padded to 16 bytes (and A's where they are not), so
+    TF32 always copies with TMA."""
     import cupy
     import numpy
 
     m, k = a.shape
     n = b.shape[1]
-    params = compiled.params
-    aligned = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
-    maps = ((tensor_map(a.data.ptr, m, k, params["BM"]), tensor_map(b.data.ptr, k, n, K_TILE)) if aligned
-            else (numpy.zeros((), _tensor_map_dtype())[()],) * 2)
+    params = launch.compiled.params
+    if launch.k_major is None:
+        tma = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+        maps = ((tensor_map(a.data.ptr, m, k, k, 2, params["BM"]), tensor_map(b.data.ptr, k, n, n, 2, 64)) if tma
+                else (numpy.zeros((), _tensor_map_dtype())[()],) * 2)
+        vec = tma
+    else:
+        ld = cdiv(k, 4) * 4
+        bt = launch.buffer("bt", (n, ld))
+        launch.k_major((cdiv(n, TRANSPOSE_TILE), cdiv(k, TRANSPOSE_TILE)), (TRANSPOSE_TILE, 8),
+                       (numpy.int32(k), numpy.int32(n), numpy.int32(ld), b, bt), stream=stream)
+        rows_of_a = a
+        if k % 4 or a.data.ptr % 16:
+            rows_of_a = launch.buffer("a", (m, ld))
+            with stream:
+                rows_of_a[:, :k] = a
+        maps = (tensor_map(rows_of_a.data.ptr, m, k, rows_of_a.shape[1], 4, params["BM"]),
+                tensor_map(bt.data.ptr, n, k, ld, 4, params["BN"]))
+        vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
     tiles = cdiv(m, params["BM"]) * cdiv(n, params["BN"])
-    blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if compiled.rung.name in PERSISTENT else tiles
-    compiled.kernels[aligned]((blocks,), (_threads(params),),
-                              (numpy.int32(m), numpy.int32(n), numpy.int32(k), *maps, a, b, c),
-                              shared_mem=compiled.smem, stream=stream)
+    blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if launch.compiled.rung.name in PERSISTENT else tiles
+    launch.compiled.kernels[vec]((blocks,), (_threads(params),),
+                                 (numpy.int32(m), numpy.int32(n), numpy.int32(k), *maps, a, b, c),
+                                 shared_mem=launch.compiled.smem, stream=stream)
 
 
-tensorcore.KERNELS.update({rung.name: {"bf16": rung.kernel} for rung in RUNGS})
+tensorcore.KERNELS.update({rung.name: {"bf16": "tc_tma_bf16", "tf32": "tc_tma_tf32"} for rung in RUNGS})
 for _rung in RUNGS:
-    register(dataclasses.replace(tensorcore.variant(_rung), run=_run))
+    register(_variant(_rung))
