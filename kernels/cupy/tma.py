@@ -161,10 +161,10 @@ def _run(launch: Launch, a, b, c, stream) -> None:
         launch.k_major((cdiv(n, TRANSPOSE_TILE), cdiv(k, TRANSPOSE_TILE)), (TRANSPOSE_TILE, 8),
                        (numpy.int32(k), numpy.int32(n), numpy.int32(ld), b, bt), stream=stream)
         rows_of_a = a
-        if k % 4 or a.data.ptr % 16:
+        if k % 4 or a.data.ptr % 16:  # (a stream-ordered copy: `with stream` would leave the null stream current)
             rows_of_a = launch.buffer("a", (m, ld))
-            with stream:
-                rows_of_a[:, :k] = a
+            cupy.cuda.runtime.memcpy2DAsync(rows_of_a.data.ptr, ld * 4, a.data.ptr, k * 4, k * 4, m,
+                                            cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
         maps = (tensor_map(rows_of_a.data.ptr, m, k, rows_of_a.shape[1], 4, params["BM"]),
                 tensor_map(bt.data.ptr, n, k, ld, 4, params["BN"]))
         vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
