@@ -94,15 +94,15 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,mode", [(r, m) for r in tma.RUNGS for m in ("bf16", "tf32")],
+@pytest.mark.parametrize("rung,mode", [(r, m) for r in tma.RUNGS for m in tma.KERNELS[r.name]],
                          ids=lambda x: getattr(x, "name", x))
 def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spilling(rung, mode, tmp_path):
-    """Both instances: BF16 copies with TMA where rows are 16-byte aligned and with the producer warpgroup's threads
+    """Every instance: BF16 copies with TMA where rows are 16-byte aligned and with the producer warpgroup's threads
     where not; TF32 always with TMA (the host pads rows)."""
     from kernels import sass
 
     variant = registry.load(TENSOR_CORE_MODULES)[f"cupy/{rung.name}"]
-    assert set(variant.modes) == {"bf16", "tf32"}
+    assert set(variant.modes) == set(tma.KERNELS[rung.name])
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
     report = compile_sm90(tensorcore.in_mode(rung, mode), tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path,
                           "sm_90a", parameters=tma.PARAMETERS.format(operand=operand))

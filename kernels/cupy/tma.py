@@ -1,11 +1,12 @@
-"""The tensor-core rungs fed by the Tensor Memory Accelerator (sm_90a, BF16 and TF32): tc05_tma.cu (TMA copies, a
-producer warpgroup and consumer warpgroups) and tc06_persistent.cu (the same kernel, its blocks persistent).
+"""The tensor-core rungs fed by the Tensor Memory Accelerator (sm_90a): tc05_tma.cu (TMA copies, a producer warpgroup
+and consumer warpgroups; BF16 and TF32), tc06_persistent.cu (the same kernel, its blocks persistent) and
+tc07_registers.cu (TF32 with B's fragments through registers instead of a K-major copy of B).
 
 Declared, compiled and checked as tensorcore.py's rungs are, but launched by this module: each operand's tensor map
 (cuda.h's CUtensorMap) is encoded on the host by the driver (cuTensorMapEncodeTiled) and passed to the kernel by
-value; tc06's grid is one block per SM; in TF32 a kernel first makes the K-major Bᵀ that TF32 wgmma needs, in a
-buffer kept from call to call (as cuBLAS keeps a workspace), and its time counts. Opt-in as the other tensor-core
-rungs: a config adds `variant_modules: [kernels.cupy.tensorcore, kernels.cupy.tma]`.
+value; tc06's and tc07's grids are one block per SM; in TF32 tc05 and tc06 first make the K-major Bᵀ that TF32 wgmma
+needs, in a buffer kept from call to call (as cuBLAS keeps a workspace), and its time counts. Opt-in as the other
+tensor-core rungs: a config adds `variant_modules: [kernels.cupy.tensorcore, kernels.cupy.tma]`.
 """
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ _TMA = dict(template=("BM", "BN", "STAGES", "GROUP"), defaults={"BM": 128, "BN":
             space=_SPACE, threads=_threads, tile=lambda p: (p["BM"], p["BN"]), check=_check, vec=True, grid_1d=True,
             dynamic_smem=_smem, options=("-arch=sm_90a",))
 
+REGISTERS_COLUMNS = 128  # tc07's columns of C per block: two consumer warpgroups of 64 (RS_COLUMNS)
+
+
+def _registers_check(p) -> str | None:
+    """tc07's consumers take 232 registers each (setmaxnreg): BM / 2 accumulators, two k-tiles of fragments (32)."""
+    if p["STAGES"] < 3:
+        return "STAGES must be at least 3: a stage under the wgmma group in flight, one being read, one filling"
+    return None if p["BM"] // 2 + 32 + 30 <= 232 else f"about {p['BM'] // 2 + 62} registers a consumer thread, 232 left"
+
+
 RUNGS = (
     ladder.Rung("tc05_tma.cu", "tc_tma_bf16", **_TMA,
                 description="wgmma fed by TMA copies from a producer warpgroup, stages handed over by mbarriers, "
@@ -60,8 +71,17 @@ RUNGS = (
     ladder.Rung("tc06_persistent.cu", "tc_tma_bf16", **_TMA,
                 description="tc05 with one persistent block per SM looping over tiles: the producer fills the next "
                             "tile's stages while the consumers store"),
+    ladder.Rung("tc07_registers.cu", "tc_registers_tf32", ("BM", "STAGES", "GROUP"),
+                {"BM": 256, "STAGES": 4, "GROUP": 8}, {"BM": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)},
+                threads=lambda p: 3 * 128, tile=lambda p: (p["BM"], REGISTERS_COLUMNS), check=_registers_check,
+                grid_1d=True, dynamic_smem=lambda p: _smem({**p, "BN": REGISTERS_COLUMNS}), options=("-arch=sm_90a",),
+                description="TF32 as Cᵀ = Bᵀ·Aᵀ: B's fragments loaded from its MN-major tile into registers "
+                            "(wgmma's A), no copy of B; tc06's persistent blocks"),
 )
-PERSISTENT = {"tc06_persistent"}
+PERSISTENT = {"tc06_persistent", "tc07_registers"}
+KERNELS = {"tc05_tma": {"bf16": "tc_tma_bf16", "tf32": "tc_tma_tf32"},
+           "tc06_persistent": {"bf16": "tc_tma_bf16", "tf32": "tc_tma_tf32"},
+           "tc07_registers": {"tf32": "tc_registers_tf32"}}
 
 
 @functools.cache
@@ -122,7 +142,8 @@ class Launch:
 
 
 def _variant(rung: ladder.Rung):
-    """tensorcore's variant of the rung, built into a Launch (and in TF32 with k_major_tf32 from the rung's file)."""
+    """tensorcore's variant of the rung, built into a Launch (tc05 and tc06 in TF32 with k_major_tf32 from the rung's
+    file) and launched by _run."""
     base = tensorcore.variant(rung)
 
     def build(mode, params, cache_dir):
@@ -130,7 +151,7 @@ def _variant(rung: ladder.Rung):
 
         built = base.build(mode, params, cache_dir)
         k_major = None
-        if mode == "tf32":
+        if mode == "tf32" and rung.kernel == "tc_tma_bf16":
             name = f"k_major_tf32<{TRANSPOSE_TILE}>"
             module = cupy.RawModule(code=(ladder.HERE / rung.file).read_text(), name_expressions=[name],
                                     options=("-std=c++17", f"-I{ladder.HERE}", *rung.options))
@@ -140,41 +161,57 @@ def _variant(rung: ladder.Rung):
     return dataclasses.replace(base, build=build, run=_run)
 
 
+def _rows_aligned(launch: Launch, name: str, x, stream) -> tuple:
+    """A float matrix whose rows start 16 bytes apart, as TMA needs, and their stride: x itself, or a copy in a
+    buffer of padded rows (ordered on the run's stream: `with stream` would leave the null stream current)."""
+    import cupy
+
+    rows, cols = x.shape
+    if cols % 4 == 0 and x.data.ptr % 16 == 0:
+        return x, cols
+    ld = cdiv(cols, 4) * 4
+    padded = launch.buffer(name, (rows, ld))
+    cupy.cuda.runtime.memcpy2DAsync(padded.data.ptr, ld * 4, x.data.ptr, cols * 4, cols * 4, rows,
+                                    cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+    return padded, ld
+
+
 def _run(launch: Launch, a, b, c, stream) -> None:
-    """BF16 rows that are not 16-byte aligned (TMA needs 16-byte strides) run the kernel's element-by-element producer
-    (no tensor maps). TF32: B to a K-major Bᵀ first, its rows padded to 16 bytes (and A's where they are not), so
-    TF32 always copies with TMA."""
+    """BF16 rows that are not 16-byte aligned run tc05's element-by-element producer (no tensor maps). TF32 always
+    copies with TMA, from rows padded to 16 bytes where they are not: tc05 and tc06 from a K-major Bᵀ made first (its
+    rows padded), tc07 from B as it is."""
     import cupy
     import numpy
 
     m, k = a.shape
     n = b.shape[1]
-    params = launch.compiled.params
-    if launch.k_major is None:
-        tma = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
-        maps = ((tensor_map(a.data.ptr, m, k, k, 2, params["BM"]), tensor_map(b.data.ptr, k, n, n, 2, 64)) if tma
+    params, rung = launch.compiled.params, launch.compiled.rung
+    rows, cols = rung.tile(params)
+    vec = None
+    if a.dtype == numpy.uint16:
+        vec = k % 8 == 0 and n % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+        maps = ((tensor_map(a.data.ptr, m, k, k, 2, rows), tensor_map(b.data.ptr, k, n, n, 2, 64)) if vec
                 else (numpy.zeros((), _tensor_map_dtype())[()],) * 2)
-        vec = tma
     else:
-        ld = cdiv(k, 4) * 4
-        bt = launch.buffer("bt", (n, ld))
-        launch.k_major((cdiv(n, TRANSPOSE_TILE), cdiv(k, TRANSPOSE_TILE)), (TRANSPOSE_TILE, 8),
-                       (numpy.int32(k), numpy.int32(n), numpy.int32(ld), b, bt), stream=stream)
-        rows_of_a = a
-        if k % 4 or a.data.ptr % 16:  # (a stream-ordered copy: `with stream` would leave the null stream current)
-            rows_of_a = launch.buffer("a", (m, ld))
-            cupy.cuda.runtime.memcpy2DAsync(rows_of_a.data.ptr, ld * 4, a.data.ptr, k * 4, k * 4, m,
-                                            cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
-        maps = (tensor_map(rows_of_a.data.ptr, m, k, rows_of_a.shape[1], 4, params["BM"]),
-                tensor_map(bt.data.ptr, n, k, ld, 4, params["BN"]))
-        vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
-    tiles = cdiv(m, params["BM"]) * cdiv(n, params["BN"])
-    blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if launch.compiled.rung.name in PERSISTENT else tiles
-    launch.compiled.kernels[vec]((blocks,), (_threads(params),),
+        a_rows, lda = _rows_aligned(launch, "a", a, stream)
+        if launch.k_major is None:  # tc07: B's tile as it is, lines of 32 floats along n, 32 of them (k)
+            b_rows, ldb = _rows_aligned(launch, "b", b, stream)
+            b_map = tensor_map(b_rows.data.ptr, k, n, ldb, 4, LINE_BYTES // 4)
+        else:
+            ld = cdiv(k, 4) * 4
+            bt = launch.buffer("bt", (n, ld))
+            launch.k_major((cdiv(n, TRANSPOSE_TILE), cdiv(k, TRANSPOSE_TILE)), (TRANSPOSE_TILE, 8),
+                           (numpy.int32(k), numpy.int32(n), numpy.int32(ld), b, bt), stream=stream)
+            b_map = tensor_map(bt.data.ptr, n, k, ld, 4, cols)
+            vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
+        maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, rows), b_map)
+    tiles = cdiv(m, rows) * cdiv(n, cols)
+    blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if rung.name in PERSISTENT else tiles
+    launch.compiled.kernels[vec]((blocks,), (rung.threads(params),),
                                  (numpy.int32(m), numpy.int32(n), numpy.int32(k), *maps, a, b, c),
                                  shared_mem=launch.compiled.smem, stream=stream)
 
 
-tensorcore.KERNELS.update({rung.name: {"bf16": "tc_tma_bf16", "tf32": "tc_tma_tf32"} for rung in RUNGS})
+tensorcore.KERNELS.update(KERNELS)
 for _rung in RUNGS:
     register(_variant(_rung))
