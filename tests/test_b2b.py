@@ -36,7 +36,7 @@ def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
     assert {s.kind for s in checked} == {"sweep", "awkward"} and len(checked) == 4 + 7
     assert {v.key for v in plan.variants(cfg, "cuda")} == {
         "cublas/b2b_unfused", "cupy/b2b_unfused_10_pipelined", "cupy/b2b_fused_simt", "cupy/b2b_fused_mma",
-        "cupy/b2b_fused_warptile", "cpu/b2b_unfused_numpy-blas"}
+        "cupy/b2b_fused_warptile", "cupy/b2b_fused_resident", "cpu/b2b_unfused_numpy-blas"}
     assert all(v.workload == "gemm" for v in plan.variants(config.validate({}), "cuda"))
 
 
@@ -178,6 +178,14 @@ def test_shared_memory_of_every_instance_fits_an_sm90_block():
     for np0, np1 in itertools.product(fused.CAPACITIES, repeat=2):
         assert fused.smem_bytes(np0, np1) <= 227 * 1024
     assert fused.capacity(64) == 64 and fused.capacity(65) == 128 and fused.capacity(257) is None
+    assert fused.RESIDENT_BLOCKS * (fused.resident_smem_bytes() + 1024) <= 228 * 1024  # 1 KiB kept per block
+
+
+def test_the_resident_rung_declares_the_narrow_shapes_it_holds():
+    rung = next(r for r in fused.RUNGS if r.resident)
+    variant = registry.load()[f"cupy/{rung.name}"]
+    assert variant.unsupported(1 << 20, 64, 64, 64, {}) is None and variant.unsupported(7, 13, 5, 3, {}) is None
+    assert "up to 64" in variant.unsupported(4096, 65, 64, 64, {}) and variant.unsupported(4096, 64, 64, 65, {})
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -185,9 +193,9 @@ def test_shared_memory_of_every_instance_fits_an_sm90_block():
 def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, const float*, const float*, "
-        "const float*, float*);" for inst in fused.INSTANCES]
+        "const float*, float*);" for inst in fused.instances(rung)]
     report = nvcc_sm90(lines, fused.HERE, tmp_path, rung.name)
-    assert len(re.findall(r"Compiling entry function", report)) == len(fused.INSTANCES)
+    assert len(re.findall(r"Compiling entry function", report)) == len(fused.instances(rung))
     assert_no_spills(report)
 
 

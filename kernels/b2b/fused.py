@@ -3,8 +3,9 @@
 One CUDA file per rung (01_fused_simt.cu: FP32 FFMA, 02_fused_mma.cu: TF32 tensor cores, 03_fused_warptile.cu: FP32
 FFMA in float4 warp tiles) over one kernel body (fused.cuh). A block owns 64 rows of D and spans all of N0 and N1,
 so each kernel is instantiated for the capacities N0, N1 ≤ 64, 128, 256; wider shapes are declared unsupported.
-Every instantiation is compiled at build time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and a
-4-byte one for the rest.
+04_fused_resident.cu (TF32) is for narrow shapes only (K0, N0, N1 ≤ 64): persistent blocks hold B0 and B1 and stream
+A0. Every instantiation is compiled at build time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and
+a 4-byte one for the rest.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Rung:
     kernel: str
     modes: tuple[str, ...]
     description: str
+    resident: bool = False  # K0, N0, N1 ≤ RESIDENT, B0 and B1 held by persistent blocks (RESIDENT_BLOCKS per SM)
 
     @property
     def name(self) -> str:
@@ -41,7 +43,10 @@ RUNGS = (
          "the A1 slice stays in shared memory"),
     Rung("03_fused_warptile.cu", "b2b_fused_warptile", ("fp32",), "fused (A0·B0)·B1, FP32 FFMA with the CuPy "
          "ladder's float4 warp-tile inner loop; the A1 slice stays in shared memory"),
+    Rung("04_fused_resident.cu", "b2b_fused_resident", ("tf32",), "rung 2 for K0, N0, N1 ≤ 64: persistent blocks "
+         "hold B0 and B1 in shared memory and stream A0, the next tile's copy in flight", resident=True),
 )
+RESIDENT, RESIDENT_BLOCKS = 64, 2  # as in 04_fused_resident.cu
 
 
 def capacity(n: int) -> int | None:
@@ -54,6 +59,17 @@ def smem_bytes(np0: int, np1: int) -> int:
     return 4 * (ROWS_PER_BLOCK * (np_ + PAD) + 2 * ROWS_PER_BLOCK * (BK + PAD) + 2 * BK * (np_ + PAD_B))
 
 
+def resident_smem_bytes() -> int:
+    """B0 and B1, the A1 slice and two stages of A0 (04_fused_resident.cu)."""
+    return 4 * (2 * RESIDENT * (RESIDENT + PAD_B) + 3 * ROWS_PER_BLOCK * (RESIDENT + PAD))
+
+
+def unsupported_resident(m, k0, n0, n1, params) -> str | None:
+    if max(k0, n0, n1) > RESIDENT:
+        return f"k0 = {k0}, n0 = {n0}, n1 = {n1}: B0 and B1 stay in shared memory, up to {RESIDENT} each way"
+    return unsupported(m, k0, n0, n1, params)
+
+
 def unsupported(m, k0, n0, n1, params) -> str | None:
     if capacity(n0) is None or capacity(n1) is None:
         return (f"n0 = {n0}, n1 = {n1}: a block spans all of N0 and N1 (the intermediate stays on chip), "
@@ -64,42 +80,63 @@ def unsupported(m, k0, n0, n1, params) -> str | None:
 
 
 def expression(rung: Rung, np0: int, np1: int, vec: bool) -> str:
-    return f"{rung.kernel}<{np0}, {np1}, {'true' if vec else 'false'}>"
+    flag = "true" if vec else "false"
+    return f"{rung.kernel}<{flag}>" if rung.resident else f"{rung.kernel}<{np0}, {np1}, {flag}>"
+
+
+def instances(rung: Rung) -> tuple:
+    return ((RESIDENT, RESIDENT, True), (RESIDENT, RESIDENT, False)) if rung.resident else INSTANCES
+
+
+def _smem(rung: Rung, np0: int, np1: int) -> int:
+    return resident_smem_bytes() if rung.resident else smem_bytes(np0, np1)
 
 
 def _build(rung: Rung, mode, params, cache_dir) -> Built:
     import cupy
 
-    names = {inst: expression(rung, *inst) for inst in INSTANCES}
+    names = {inst: expression(rung, *inst) for inst in instances(rung)}
     module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}"),
                             name_expressions=list(names.values()))
     kernels, facts = {}, {"kernel": rung.kernel, "threads": THREADS, "instances": len(names)}
     for inst, name in names.items():
         kernel = kernels[inst] = module.get_function(name)
-        kernel.max_dynamic_shared_size_bytes = smem_bytes(*inst[:2])
+        kernel.max_dynamic_shared_size_bytes = _smem(rung, *inst[:2])
         # the widest instance stands for the build; any spill anywhere is reported
         facts["local_bytes"] = max(facts.get("local_bytes", 0), kernel.local_size_bytes)
-    widest = kernels[(CAPACITIES[-1], CAPACITIES[-1], True)]
-    facts.update(registers=widest.num_regs, shared_bytes=smem_bytes(CAPACITIES[-1], CAPACITIES[-1]))
+    widest = max(names, key=lambda inst: (inst[0] * inst[1], inst[2]))
+    facts.update(registers=kernels[widest].num_regs, shared_bytes=_smem(rung, *widest[:2]))
     return Built(kernels, facts)
 
 
-def _run(kernels, a0, b0, b1, d, stream) -> None:
+def _multiprocessors() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
     import numpy as np
 
     m, k0 = a0.shape
     n0, n1 = b1.shape
     vec = k0 % 4 == 0 and n0 % 4 == 0 and n1 % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a0, b0, b1, d))
-    np0, np1 = capacity(n0), capacity(n1)
-    kernels[(np0, np1, vec)]((cdiv(m, ROWS_PER_BLOCK),), (THREADS,),
+    np0, np1 = (RESIDENT, RESIDENT) if rung.resident else (capacity(n0), capacity(n1))
+    blocks = cdiv(m, ROWS_PER_BLOCK)
+    if rung.resident:
+        blocks = min(blocks, RESIDENT_BLOCKS * _multiprocessors())
+    kernels[(np0, np1, vec)]((blocks,), (THREADS,),
                              (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
-                             shared_mem=smem_bytes(np0, np1), stream=stream)
+                             shared_mem=_smem(rung, np0, np1), stream=stream)
 
 
 def _variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
-                   build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir), run=_run,
-                   unsupported=unsupported, source_files=(str(HERE / rung.file), str(HERE / "fused.cuh")),
+                   build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir),
+                   run=lambda *args: _run(rung, *args),
+                   unsupported=unsupported_resident if rung.resident else unsupported,
+                   source_files=(str(HERE / rung.file), str(HERE / "fused.cuh"),
+                                 *([str(HERE / "02_fused_mma.cu")] if rung.resident else [])),
                    compilers=NVRTC, description=rung.description)
 
 
