@@ -89,7 +89,7 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one
-        wgmma = "-arch=sm_90a" in rung.options  # the rungs built for sm_90a issue wgmma (HGMMA), the others mma.sync
+        wgmma = tensorcore.SM90A in rung.options  # the rungs built for sm_90a issue wgmma (HGMMA), the others mma.sync
         assert found["sass_hgmma" if wgmma else "sass_hmma"] > 0 and found["sass_ffma"] == 0, found
 
 
@@ -224,7 +224,7 @@ def test_every_committed_tuning_result_matches_the_current_sources():
     from kernels import registry
 
     cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
-    variants = registry.load(["kernels.cupy.tensorcore"])
+    variants = registry.load(TENSOR_CORE_MODULES)
     found = {}
     for path in sorted(tune.COMMITTED.glob("*/*/*/*.json")):
         gpu, family, name, mode = path.relative_to(tune.COMMITTED).with_suffix("").parts

@@ -7,26 +7,10 @@
 //    the next tile's first fragments are read while the last k-step's mmas run; the copy into the buffer tile
 //    kt - 1 used is issued at the top of tile kt (everyone left that buffer at the previous barrier).
 //  * Grouped block order (GROUP tile-rows) and MIN_BLOCKS resident blocks per SM (__launch_bounds__) as rung 10.
-//  * BF16 (tc_cp_async_bf16): the same pipeline on bfloat16 tiles with mma m16n8k16. BK counts 4-byte words along k
-//    (BK floats, 2·BK bfloat16), so a tile takes the same shared memory in both modes. A's fragments come from
-//    ldmatrix.x4 as in TF32; row-major B's from ldmatrix.x4.trans, which hands each lane the (k, k + 1) pair of its
-//    column that the mma's B layout wants, for two 8-wide column blocks at once. Pads of 8 bfloat16 keep every
-//    row 16-byte aligned and an odd number of 16-byte chunks long, so both ldmatrix reads are free of conflicts.
+//  * BF16 (tc_cp_async_bf16): the same pipeline on tc02's bfloat16 tiles and fragments (mma m16n8k16, B through
+//    ldmatrix.x4.trans), filled by the same 16-byte cp.async of bfloat16 pairs seen as floats.
 #include "tc02_ldmatrix.cu"
 #include "10_pipelined.cu"
-
-// ROWS×COLS elements of a row-major bfloat16 matrix (`g` at the tile's origin, row stride ld) to shared memory at
-// s[at(r, c)], element by element with plain loads, zero-filled outside rows_left×cols_left: for rows that are not
-// 16-byte aligned (a row of odd length puts pairs across rows, and cp.async copies 4 bytes at least). The stores fill
-// a later tile's buffer, as the copies do, so the pipeline stays.
-template <int ROWS, int COLS, int THREADS, class At>
-__device__ __forceinline__ void copy_elements(unsigned short* s, const unsigned short* g, int ld, int rows_left,
-                                              int cols_left, At at) {
-    for (int i = threadIdx.x; i < ROWS * COLS; i += THREADS) {
-        const int r = i / COLS, c = i % COLS;
-        s[at(r, c)] = r < rows_left && c < cols_left ? g[r * ld + c] : 0;
-    }
-}
 
 // A ROWS×COLS bfloat16 tile (row stride LD in shared memory), zero-filled outside. VEC (rows 16-byte aligned):
 // rung 10's TileCopy, 16-byte cp.async of bfloat16 pairs seen as floats.
@@ -55,52 +39,15 @@ struct Bf16TileCopy<ROWS, COLS, THREADS, LD, false> {
     }
 };
 
-// What a mode changes in the pipeline: the element, the k-step, the pads, the copy and the fragments.
-struct Tf32Mode {
-    using Element = float;
-    static constexpr int PER_WORD = 1, K_STEP = 8, A_PAD = 4, B_PAD = 8;
+// tc02's modes with the pipeline's copies.
+struct Tf32Mode : Tf32Fragments {
     template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
     using Copy = TileCopy<ROWS, COLS, THREADS, LD, VEC>;
-
-    template <int FM, int FN, int LDA, int LDB>
-    static __device__ __forceinline__ void fragments(unsigned (&a)[FM][4], unsigned (&b)[FN][2], const float* as,
-                                                     const float* bs, int lane) {
-        load_fragments<FM, FN, LDA, LDB>(a, b, as, bs, lane);
-    }
-    static constexpr bool BF16 = false;
 };
 
-struct Bf16Mode {
-    using Element = unsigned short;  // bfloat16 bits
-    static constexpr int PER_WORD = 2, K_STEP = 16, A_PAD = 8, B_PAD = 8;
+struct Bf16Mode : Bf16Fragments {
     template <int ROWS, int COLS, int THREADS, int LD, bool VEC>
     using Copy = Bf16TileCopy<ROWS, COLS, THREADS, LD, VEC>;
-
-    // A: ldmatrix.x4 of rows 0-7 / 8-15 × k 0-7 / 8-15 (a0..a3); B: ldmatrix.x4.trans of k 0-7 / 8-15 for the
-    // column blocks j and j + 1 (b[j][0], b[j][1], b[j + 1][0], b[j + 1][1]). Lane i addresses row i % 16,
-    // 8·(i / 16) elements in.
-    template <int FM, int FN, int LDA, int LDB>
-    static __device__ __forceinline__ void fragments(unsigned (&a)[FM][4], unsigned (&b)[FN][2],
-                                                     const unsigned short* as, const unsigned short* bs, int lane) {
-        static_assert(FN % 2 == 0, "B fragments come in pairs of 8-wide column blocks");
-#pragma unroll
-        for (int i = 0; i < FM; ++i) {
-            const unsigned s = static_cast<unsigned>(
-                __cvta_generic_to_shared(as + (i * 16 + lane % 16) * LDA + (lane / 16) * 8));
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
-                         : "r"(s));
-        }
-#pragma unroll
-        for (int j = 0; j < FN; j += 2) {
-            const unsigned s = static_cast<unsigned>(
-                __cvta_generic_to_shared(bs + (lane % 16) * LDB + j * 8 + (lane / 16) * 8));
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(b[j][0]), "=r"(b[j][1]), "=r"(b[j + 1][0]), "=r"(b[j + 1][1])
-                         : "r"(s));
-        }
-    }
-    static constexpr bool BF16 = true;
 };
 
 template <class Mode, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP, bool VEC>

@@ -61,7 +61,7 @@ __device__ __forceinline__ int swizzled(int line, int col) {
 }
 
 // A ROWS×COLS tile of a row-major bfloat16 matrix into swizzled lines. VEC: 16-byte cp.async of 8 elements (rows
-// 16-byte aligned), else element by element (tc03's copy_elements).
+// 16-byte aligned), else element by element (tc02's copy_elements).
 template <int ROWS, int COLS, int THREADS, bool VEC, bool MN_MAJOR>
 __device__ __forceinline__ void copy_swizzled(unsigned short* s, const unsigned short* g, int ld, int rows_left,
                                               int cols_left) {

@@ -1,11 +1,11 @@
-"""The tensor-core ladder: CuPy raw CUDA, one file per idea (tc01_mma_sync.cu … tc04_wgmma.cu), in TF32 and BF16
-where each applies (KERNELS).
+"""The tensor-core ladder: CuPy raw CUDA, one file per idea, in TF32 and BF16 where each applies (KERNELS):
+tc01_mma_sync.cu … tc04_wgmma.cu here, the rungs that copy with TMA (tc05 … tc07) in kernels/cupy/tma.py.
 
 Built, compiled with NVRTC and launched as the FP32 ladder's rungs are (`ladder.Rung`, `ladder.variant`).
 Validated and tuned on an H100 (tests/test_gpu.py; config/tuning/), but not among the built-in modules: the default
-run is over its time budget already. A config adds them with `variant_modules: [kernels.cupy.tensorcore]`
-(reports/examples/h100-tensorcore). The register estimates in the checks were fitted to nvcc 13.5's ptxas; the
-tune stage still refuses a candidate that spills with the GPU node's compiler.
+run is over its time budget already. A config adds them with `variant_modules: [kernels.cupy.tensorcore,
+kernels.cupy.tma]` (reports/examples/h100-tensorcore). The register estimates in the checks were fitted to nvcc
+13.5's ptxas; the tune stage still refuses a candidate that spills with the GPU node's compiler.
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import dataclasses
 from kernels.cupy import ladder
 from kernels.registry import Variant, register
 from kernels.tiles import accumulators, block_threads, cdiv, static_smem, warp_threads
+
+SM90A = "-arch=sm_90a"  # the NVRTC option of the rungs that issue wgmma (CuPy's own -arch=sm_90 lacks it)
 
 
 def _mma_smem_floats(p) -> int:
@@ -43,12 +45,12 @@ def _registers(threads: int, need: int, min_blocks: int = 1) -> str | None:
 
 def _ldmatrix_check(p) -> str | None:
     """Registers (ptxas's counts over the space): accumulators, fragments, the float4s of a k-tile's copy, which
-    are all loaded before they are stored, and about 12 for indices."""
+    are all loaded before they are stored, and about 24 for indices (BF16's, with ldmatrix.trans, the more)."""
     bad = _mma_tiles_check(p)
     if bad:
         return bad
     staged = sum(cdiv(rows * cols // 4, warp_threads(p)) for rows, cols in ((p["BM"], p["BK"]), (p["BK"], p["BN"])))
-    return _registers(warp_threads(p), p["WM"] * p["WN"] // 32 + _fragment_registers(p) + 4 * staged + 12)
+    return _registers(warp_threads(p), p["WM"] * p["WN"] // 32 + _fragment_registers(p) + 4 * staged + 24)
 
 
 def _pipelined_mma_smem(p) -> int:
@@ -92,14 +94,14 @@ RUNGS = (
                 {"BM": (64, 128), "BN": (64, 128), "BK": (16, 32), "WM": (32, 64), "WN": (32, 64)},
                 threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]),
                 check=_mma_tiles_check,
-                description="mma.sync.m16n8k8 TF32 from shared tiles rounded to TF32, fragments read with scalar "
-                            "loads"),
+                description="mma.sync (m16n8k8 TF32 from tiles rounded on the way in, m16n8k16 BF16) from shared "
+                            "tiles, fragments read with scalar loads"),
     ladder.Rung("tc02_ldmatrix.cu", "tc_ldmatrix", ("BM", "BN", "BK", "WM", "WN"),
                 {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64},
                 {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64), "WN": (32, 64)},
                 threads=warp_threads, tile=lambda p: (p["BM"], p["BN"]), check=_ldmatrix_check, vec=True,
-                description="A fragments with ldmatrix.x4 from a padded tile, float4 copies, fragments rounded to "
-                            "TF32 in registers, 64×64 warp tiles"),
+                description="A fragments with ldmatrix.x4 from a padded tile (B's by ldmatrix.x4.trans in BF16), "
+                            "float4 copies, TF32 fragments rounded in registers, 64×64 warp tiles"),
     ladder.Rung("tc03_cp_async.cu", "tc_cp_async", ("BM", "BN", "BK", "WM", "WN", "STAGES", "GROUP", "MIN_BLOCKS"),
                 {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 2},
                 {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64), "WN": (32, 64),
@@ -112,15 +114,17 @@ RUNGS = (
                 {"BM": 128, "BN": 256, "STAGES": 3, "GROUP": 8},
                 {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)},
                 threads=_warpgroup_threads, tile=lambda p: (p["BM"], p["BN"]), check=_wgmma_check,
-                vec=True, grid_1d=True, dynamic_smem=_wgmma_smem, options=("-arch=sm_90a",),
+                vec=True, grid_1d=True, dynamic_smem=_wgmma_smem, options=(SM90A,),
                 description="wgmma.m64n128k16 with both operands read from 128-byte-swizzled shared memory "
                             "(B MN-major, read transposed), a group in flight across k-tiles, cp.async pipeline; BF16"),
 )
 
 
-# Each rung's kernel per mode: tc03's BF16 kernel takes the same parameters (BK counts 4-byte words along k), tiles,
-# checks and launch as its TF32 one; wgmma reads MN-major B transposed only for 16-bit types, so tc04 is BF16 only.
-KERNELS = {"tc01_mma_sync": {"tf32": "tc_mma_sync"}, "tc02_ldmatrix": {"tf32": "tc_ldmatrix"},
+# Each rung's kernel per mode: a BF16 kernel takes the same parameters (BK counts 4-byte words along k), tiles, checks
+# and launch as its TF32 one; wgmma reads MN-major B transposed only for 16-bit types, so tc04 is BF16 only (tc05 and
+# tc07 show two ways around that in TF32).
+KERNELS = {"tc01_mma_sync": {"tf32": "tc_mma_sync", "bf16": "tc_mma_sync_bf16"},
+           "tc02_ldmatrix": {"tf32": "tc_ldmatrix", "bf16": "tc_ldmatrix_bf16"},
            "tc03_cp_async": {"tf32": "tc_cp_async", "bf16": "tc_cp_async_bf16"},
            "tc04_wgmma": {"bf16": "tc_wgmma_bf16"}}
 
@@ -142,9 +146,10 @@ def variant(rung: ladder.Rung) -> Variant:
     by_mode = {mode: ladder.variant(in_mode(rung, mode), modes=(mode,)) for mode in KERNELS[rung.name]}
 
     def build(mode, params, cache_dir):
-        if "-arch=sm_90a" in rung.options and _compute_capability() != "90":
-            raise ValueError(f"{rung.name} issues wgmma, which only sm_90 GPUs have (this one is "
-                             f"sm_{_compute_capability()})")
+        if SM90A in rung.options:
+            capability = _compute_capability()
+            if capability != "90":
+                raise ValueError(f"{rung.name} issues wgmma, which only sm_90 GPUs have (this one is sm_{capability})")
         return by_mode[mode].build(mode, params, cache_dir)
 
     return dataclasses.replace(next(iter(by_mode.values())), modes=tuple(by_mode), build=build)

@@ -52,7 +52,7 @@ def _check(p) -> str | None:
 _SPACE = {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)}
 _TMA = dict(template=("BM", "BN", "STAGES", "GROUP"), defaults={"BM": 128, "BN": 256, "STAGES": 4, "GROUP": 8},
             space=_SPACE, threads=_threads, tile=lambda p: (p["BM"], p["BN"]), check=_check, vec=True, grid_1d=True,
-            dynamic_smem=_smem, options=("-arch=sm_90a",))
+            dynamic_smem=_smem, options=(tensorcore.SM90A,))
 
 REGISTERS_COLUMNS = 128  # tc07's columns of C per block: two consumer warpgroups of 64 (RS_COLUMNS)
 
@@ -74,7 +74,7 @@ RUNGS = (
     ladder.Rung("tc07_registers.cu", "tc_registers_tf32", ("BM", "STAGES", "GROUP"),
                 {"BM": 256, "STAGES": 4, "GROUP": 8}, {"BM": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)},
                 threads=lambda p: 3 * 128, tile=lambda p: (p["BM"], REGISTERS_COLUMNS), check=_registers_check,
-                grid_1d=True, dynamic_smem=lambda p: _smem({**p, "BN": REGISTERS_COLUMNS}), options=("-arch=sm_90a",),
+                grid_1d=True, dynamic_smem=lambda p: _smem({**p, "BN": REGISTERS_COLUMNS}), options=(tensorcore.SM90A,),
                 description="TF32 as Cᵀ = Bᵀ·Aᵀ: B's fragments loaded from its MN-major tile into registers "
                             "(wgmma's A), no copy of B; tc06's persistent blocks"),
 )
