@@ -123,6 +123,8 @@ def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
 def test_a_staged_module_registers_variants_only_where_a_config_names_it():
     assert "cupy/tc01_mma_sync" not in registry.load()  # though this test module imports kernels.cupy.tensorcore
     assert "cupy/tc01_mma_sync" in registry.load(["kernels.cupy.tensorcore"])
+    assert "cupy/tc05_tma" not in registry.load(["kernels.cupy.tensorcore"])  # nor kernels.cupy.tma
+    assert {"cupy/tc01_mma_sync", "cupy/tc07_registers"} <= set(registry.load(TENSOR_CORE_MODULES))
 
 
 def test_ci_has_nvcc_when_it_claims_to():
