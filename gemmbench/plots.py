@@ -54,7 +54,7 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     series = series.where(~several_models(df), series + " · " + df["gpu"].astype(str))
     if "cache" in df and df["cache"].nunique() > 1:
         series = series + " · " + df["cache"].astype(str)
-    return df.assign(series=series, size=per_workload(df, "position"))
+    return df.assign(series=series, size=per_workload(df, lambda workload, sizes, mode: workload.position(sizes)))
 
 
 def modes_in(df: pd.DataFrame) -> list[str]:

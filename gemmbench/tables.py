@@ -50,24 +50,20 @@ def _frame(rows: list[dict], name: str) -> pd.DataFrame:
     return frame.astype({c: "Int64" for c in SHAPE_COLUMNS if c in frame.columns})
 
 
-def per_workload(frame: pd.DataFrame, quantity: str) -> pd.Series:
-    """A workload's formula (flops, position; min_bytes, which depends on the mode too) evaluated on its rows."""
+def per_workload(frame: pd.DataFrame, evaluate) -> pd.Series:
+    """evaluate(workload, sizes, mode) on the rows of each workload and mode (sizes: its axes as float columns), e.g.
+    a workload's FLOPs, or its minimum bytes, which depend on the mode's operand storage too."""
     values = pd.Series(np.nan, index=frame.index)
-    for name, rows in frame.groupby("workload"):
-        sizes = {axis: rows[axis].astype(float) for axis in workloads.get(name).axes}
-        formula = getattr(workloads.get(name), quantity)
-        if quantity == "min_bytes":
-            for mode, of_mode in rows.groupby("mode"):
-                values[of_mode.index] = formula({a: s[of_mode.index] for a, s in sizes.items()}, mode)
-        else:
-            values[rows.index] = formula(sizes)
+    for (name, mode), rows in frame.groupby(["workload", "mode"]):
+        workload = workloads.get(name)
+        values[rows.index] = evaluate(workload, {axis: rows[axis].astype(float) for axis in workload.axes}, mode)
     return values
 
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame = _frame([{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS} for r in bench_rows], "summary")
-    frame["flops"] = per_workload(frame, "flops")
-    frame["min_bytes"] = per_workload(frame, "min_bytes")
+    frame["flops"] = per_workload(frame, lambda workload, sizes, mode: workload.flops(sizes))
+    frame["min_bytes"] = per_workload(frame, lambda workload, sizes, mode: workload.min_bytes(sizes, mode))
     ok = frame.status == "ok"
     frame["tflops"] = (frame.flops / frame.median_s / 1e12).where(ok)
     frame["gbps"] = (frame.min_bytes / frame.median_s / 1e9).where(ok)

@@ -9,6 +9,7 @@ a 4-byte one for the rest.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,13 +110,16 @@ def _build(rung: Rung, mode, params, cache_dir) -> Built:
     return Built(kernels, facts)
 
 
-def _multiprocessors() -> int:
+@functools.cache
+def _multiprocessors(device: int) -> int:
+    """Read once per device: `attributes` queries every attribute, too slow for each launch."""
     import cupy
 
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return cupy.cuda.Device(device).attributes["MultiProcessorCount"]
 
 
 def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
+    import cupy
     import numpy as np
 
     m, k0 = a0.shape
@@ -124,7 +128,7 @@ def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
     np0, np1 = (RESIDENT, RESIDENT) if rung.resident else (capacity(n0), capacity(n1))
     blocks = cdiv(m, ROWS_PER_BLOCK)
     if rung.resident:
-        blocks = min(blocks, RESIDENT_BLOCKS * _multiprocessors())
+        blocks = min(blocks, RESIDENT_BLOCKS * _multiprocessors(cupy.cuda.Device().id))
     kernels[(np0, np1, vec)]((blocks,), (THREADS,),
                              (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
                              shared_mem=_smem(rung, np0, np1), stream=stream)
