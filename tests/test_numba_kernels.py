@@ -91,7 +91,8 @@ def test_every_rung_is_correct_in_the_cuda_simulator():
                  "GROUP": 4}
     cases += [("04_blocktile_2d", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8}),
               ("05_warptile", warptiles), ("06_register_prefetch", warptiles),
-              ("06_register_prefetch", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2})]  # more prefetch trips
+              ("06_register_prefetch", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2}),
+              ("07_column_order", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2})]  # more prefetch trips
     for case in cases:
         assert VARIANTS[case[0]].check_params(case[1]) is None, case
     results = _simulated_errors(cases)

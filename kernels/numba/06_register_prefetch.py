@@ -19,9 +19,10 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP):
     return warptile.kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps=prefetched_fragments)
 
 
-def prefetched_fragments(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN):
+def prefetched_fragments(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN, columns_first=False):
     """multiply(As, Bs, acc, a_frag, b_frag, row, col) over a k-tile, reading k-step p + 1 into one fragment set
-    while k-step p's FMAs use the other (BK is even: the sets alternate in pairs of k-steps)."""
+    while k-step p's FMAs use the other (BK is even: the sets alternate in pairs of k-steps). The FMAs of a k-step
+    run row by row (one value of A meets this thread's values of B in turn), or column by column."""
     AM, AN = int(WMITER * TM), int(WNITER * TN)
     ONE, TWO = U(1), U(2)
 
@@ -36,9 +37,14 @@ def prefetched_fragments(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN):
 
     @cuda.jit(device=True, inline="always")
     def outer_product(acc, a_frag, b_frag, of):
-        for i in range(AM):
+        if columns_first:
             for j in range(AN):
-                acc[i, j] += a_frag[of, i] * b_frag[of, j]
+                for i in range(AM):
+                    acc[i, j] += a_frag[of, i] * b_frag[of, j]
+        else:
+            for i in range(AM):
+                for j in range(AN):
+                    acc[i, j] += a_frag[of, i] * b_frag[of, j]
 
     @cuda.jit(device=True, inline="always")
     def multiply(As, Bs, acc, a_frag, b_frag, row, col):

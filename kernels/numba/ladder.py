@@ -1,4 +1,4 @@
-"""The Numba CUDA ladder: one Python file per rung (01_naive.py … 06_register_prefetch.py), each a variant.
+"""The Numba CUDA ladder: one Python file per rung (01_naive.py … 07_column_order.py), each a variant.
 
 A rung file's `make(**params)` returns the kernel's Python function with its tile parameters as closure
 constants: Numba compiles them in, so loops over tiles unroll and per-thread arrays become registers.
@@ -114,6 +114,11 @@ RUNGS = (
          block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_warptile_check, grid="linear",
          description="rung 05 with fragments double-buffered in registers: the next k-step read during this "
                      "one's FMAs"),
+    Rung("07_column_order.py", WARPTILE_DEFAULTS, WARPTILE_SPACE,
+         builds_on=("05_warptile.py", "06_register_prefetch.py"),
+         block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_warptile_check, grid="linear",
+         description="rung 06 with each k-step's FMAs column by column (one value of B meets the thread's values "
+                     "of A in turn)"),
 )
 
 
