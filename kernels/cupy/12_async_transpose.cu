@@ -39,16 +39,67 @@ struct TransposedTileCopy {
     }
 };
 
+// What rungs 12 and 13 share: a thread's place in its warp's tile, its reads of one k-step's fragments and that
+// k-step's FFMAs, and its store.
+template <int BN, int WM, int WN, int WMITER, int WNITER, int TM, int TN>
+struct TransposedWarpTile {
+    static constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER, LC = WSUBN / TN;
+    static constexpr int AF = WMITER * TM / 4, BF = WNITER * TN / 4;  // float4s of A and of B per k-step
+    static_assert((WSUBM / TM) * LC == 32, "a warp sub-tile holds exactly 32 thread tiles");
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are float4s");
+    int wrow, wcol;  // this thread's first row and column in the block tile (+ wm·WSUBM + i, + wn·WSUBN + j)
+
+    __device__ __forceinline__ TransposedWarpTile() {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        wrow = (warp / (BN / WN)) * WM + (lane / LC) * TM;
+        wcol = (warp % (BN / WN)) * WN + (lane % LC) * TN;
+    }
+
+    // One k-step's fragments (`as`, `bs`: that k-step's row of the transposed A tile and of the B tile).
+    __device__ __forceinline__ void read(float4 (&a)[AF], float4 (&b)[BF], const float* as, const float* bs) const {
+#pragma unroll
+        for (int wm = 0; wm < WMITER; ++wm)
+#pragma unroll
+            for (int i = 0; i < TM / 4; ++i) a[wm * (TM / 4) + i] = lds4(as + wrow + wm * WSUBM + i * 4);
+#pragma unroll
+        for (int wn = 0; wn < WNITER; ++wn)
+#pragma unroll
+            for (int j = 0; j < TN / 4; ++j) b[wn * (TN / 4) + j] = lds4(bs + wcol + wn * WSUBN + j * 4);
+    }
+
+    // acc += one k-step's outer product, column by column: one value of B meets this thread's values of A in turn.
+    static __device__ __forceinline__ void multiply(float (&acc)[4 * AF][4 * BF], const float4 (&a)[AF],
+                                                    const float4 (&b)[BF]) {
+#pragma unroll
+        for (int j = 0; j < BF; ++j)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const float bj = component(b[j], c);
+#pragma unroll
+                for (int i = 0; i < AF; ++i) {
+                    acc[4 * i + 0][4 * j + c] += a[i].x * bj;
+                    acc[4 * i + 1][4 * j + c] += a[i].y * bj;
+                    acc[4 * i + 2][4 * j + c] += a[i].z * bj;
+                    acc[4 * i + 3][4 * j + c] += a[i].w * bj;
+                }
+            }
+    }
+
+    template <bool VEC>
+    __device__ __forceinline__ void store(float* C, const float (&acc)[4 * AF][4 * BF], int row0, int col0, int M,
+                                          int N) const {
+        store_thread_tile<TM, TN, WSUBM, 1, WSUBN, VEC>(C, acc, row0 + wrow, col0 + wcol, M, N);
+    }
+};
+
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int TM, int TN, int STAGES, int GROUP,
           int MIN_BLOCKS, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_async_transpose(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                       float* __restrict__ C) {
-    constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
-    constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER, LC = WSUBN / TN;
-    constexpr int LDA = BM + 4, AF = WMITER * TM / 4, BF = WNITER * TN / 4;
-    static_assert((WSUBM / TM) * LC == 32, "a warp sub-tile holds exactly 32 thread tiles");
-    static_assert(TM % 4 == 0 && TN % 4 == 0 && STAGES >= 2, "fragments are float4s; at least double buffering");
+    using Tile = TransposedWarpTile<BN, WM, WN, WMITER, WNITER, TM, TN>;
+    constexpr int THREADS = (BM / WM) * (BN / WN) * 32, LDA = BM + 4;
+    static_assert(STAGES >= 2, "at least double buffering");
     static_assert(BK % 2 == 0, "a tile's last k-step reads the next tile's first fragments into buffer 0");
     extern __shared__ float4 smem[];
     float* As = reinterpret_cast<float*>(smem);  // [STAGES][BK][LDA], transposed
@@ -56,9 +107,7 @@ sgemm_async_transpose(int M, int N, int K, const float* __restrict__ A, const fl
 
     const int2 origin = grouped_tile_origin<BM, BN, GROUP>(M, N);
     const int row0 = origin.x, col0 = origin.y;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int wrow = (warp / (BN / WN)) * WM + (lane / LC) * TM;  // + wm·WSUBM + i
-    const int wcol = (warp % (BN / WN)) * WN + (lane % LC) * TN;  // + wn·WSUBN + j
+    const Tile tile;
     const int ktiles = CEIL_DIV(K, BK);
 
     const TransposedTileCopy<BM, BK, THREADS, LDA> copy_a(A, row0, 0, K);
@@ -71,26 +120,15 @@ sgemm_async_transpose(int M, int N, int K, const float* __restrict__ A, const fl
         }
         cp_async_commit();  // an empty group past the end keeps the wait count uniform
     };
-    // One k-step's fragments (`as`, `bs`: that k-step's row of the transposed A tile and of the B tile).
-    auto read = [&](float4 (&a)[AF], float4 (&b)[BF], const float* as, const float* bs) {
-#pragma unroll
-        for (int wm = 0; wm < WMITER; ++wm)
-#pragma unroll
-            for (int i = 0; i < TM / 4; ++i) a[wm * (TM / 4) + i] = lds4(as + wrow + wm * WSUBM + i * 4);
-#pragma unroll
-        for (int wn = 0; wn < WNITER; ++wn)
-#pragma unroll
-            for (int j = 0; j < TN / 4; ++j) b[wn * (TN / 4) + j] = lds4(bs + wcol + wn * WSUBN + j * 4);
-    };
 
 #pragma unroll
     for (int kt = 0; kt < STAGES - 1; ++kt) issue(kt);
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    float4 a[2][AF], b[2][BF];  // [k-step % 2]
-    read(a[0], b[0], As, Bs);
+    float4 a[2][Tile::AF], b[2][Tile::BF];  // [k-step % 2]
+    tile.read(a[0], b[0], As, Bs);
 
-    float acc[WMITER * TM][WNITER * TN] = {};
+    float acc[4 * Tile::AF][4 * Tile::BF] = {};
     for (int kt = 0; kt < ktiles; ++kt) {
         issue(kt + STAGES - 1);  // into the buffer tile kt - 1 used (everyone left it at the last barrier)
         const float* as = As + (kt % STAGES) * BK * LDA;
@@ -98,29 +136,15 @@ sgemm_async_transpose(int M, int N, int K, const float* __restrict__ A, const fl
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             if (kk < BK - 1) {
-                read(a[(kk + 1) % 2], b[(kk + 1) % 2], as + (kk + 1) * LDA, bs + (kk + 1) * BN);
+                tile.read(a[(kk + 1) % 2], b[(kk + 1) % 2], as + (kk + 1) * LDA, bs + (kk + 1) * BN);
             } else if (kt + 1 < ktiles) {  // the same for every thread of the block
                 cp_async_wait<STAGES - 2>();  // tile kt + 1 has landed (for this thread) ...
                 __syncthreads();              // ... for every thread, and nobody reads tile kt any more
                 const int next = (kt + 1) % STAGES;
-                read(a[0], b[0], As + next * BK * LDA, Bs + next * BK * BN);
+                tile.read(a[0], b[0], As + next * BK * LDA, Bs + next * BK * BN);
             }
-            const float4(&ac)[AF] = a[kk % 2];
-            const float4(&bc)[BF] = b[kk % 2];
-#pragma unroll
-            for (int j = 0; j < BF; ++j)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const float bj = component(bc[j], c);
-#pragma unroll
-                    for (int i = 0; i < AF; ++i) {
-                        acc[4 * i + 0][4 * j + c] += ac[i].x * bj;
-                        acc[4 * i + 1][4 * j + c] += ac[i].y * bj;
-                        acc[4 * i + 2][4 * j + c] += ac[i].z * bj;
-                        acc[4 * i + 3][4 * j + c] += ac[i].w * bj;
-                    }
-                }
+            Tile::multiply(acc, a[kk % 2], b[kk % 2]);
         }
     }
-    store_thread_tile<TM, TN, WSUBM, 1, WSUBN, VEC>(C, acc, row0 + wrow, col0 + wcol, M, N);
+    tile.template store<VEC>(C, acc, row0, col0, M, N);
 }

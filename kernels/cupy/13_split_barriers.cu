@@ -83,11 +83,9 @@ template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int TM
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_split_barriers(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                      float* __restrict__ C) {
-    constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
-    constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER, LC = WSUBN / TN;
-    constexpr int LDA = BM + 4, AF = WMITER * TM / 4, BF = WNITER * TN / 4;
-    static_assert((WSUBM / TM) * LC == 32, "a warp sub-tile holds exactly 32 thread tiles");
-    static_assert(TM % 4 == 0 && TN % 4 == 0 && STAGES >= 2, "fragments are float4s; at least double buffering");
+    using Tile = TransposedWarpTile<BN, WM, WN, WMITER, WNITER, TM, TN>;
+    constexpr int THREADS = (BM / WM) * (BN / WN) * 32, LDA = BM + 4;
+    static_assert(STAGES >= 2, "at least double buffering");
     static_assert(BK % 2 == 0, "a tile's last k-step reads the next tile's first fragments into buffer 0");
     extern __shared__ float4 smem[];
     float* As = reinterpret_cast<float*>(smem);  // [STAGES][BK][LDA], transposed
@@ -97,9 +95,7 @@ sgemm_split_barriers(int M, int N, int K, const float* __restrict__ A, const flo
 
     const int2 origin = grouped_tile_origin<BM, BN, GROUP>(M, N);
     const int row0 = origin.x, col0 = origin.y;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int wrow = (warp / (BN / WN)) * WM + (lane / LC) * TM;  // + wm·WSUBM + i
-    const int wcol = (warp % (BN / WN)) * WN + (lane % LC) * TN;  // + wn·WSUBN + j
+    const Tile tile;
     const int ktiles = CEIL_DIV(K, BK);
     const bool a_inside = row0 + BM <= M, b_inside = col0 + BN <= N;  // this block's rows of A, columns of B
 
@@ -129,24 +125,14 @@ sgemm_split_barriers(int M, int N, int K, const float* __restrict__ A, const flo
             barrier_arrive_copies(full + stage);
         }
     };
-    auto read = [&](float4 (&a)[AF], float4 (&b)[BF], const float* as, const float* bs) {
-#pragma unroll
-        for (int wm = 0; wm < WMITER; ++wm)
-#pragma unroll
-            for (int i = 0; i < TM / 4; ++i) a[wm * (TM / 4) + i] = lds4(as + wrow + wm * WSUBM + i * 4);
-#pragma unroll
-        for (int wn = 0; wn < WNITER; ++wn)
-#pragma unroll
-            for (int j = 0; j < TN / 4; ++j) b[wn * (TN / 4) + j] = lds4(bs + wcol + wn * WSUBN + j * 4);
-    };
 
 #pragma unroll
     for (int kt = 0; kt < STAGES - 1; ++kt) issue(kt);
     barrier_wait(full, 0);
-    float4 a[2][AF], b[2][BF];  // [k-step % 2]
-    read(a[0], b[0], As, Bs);
+    float4 a[2][Tile::AF], b[2][Tile::BF];  // [k-step % 2]
+    tile.read(a[0], b[0], As, Bs);
 
-    float acc[WMITER * TM][WNITER * TN] = {};
+    float acc[4 * Tile::AF][4 * Tile::BF] = {};
     for (int kt = 0; kt < ktiles; ++kt) {
         const int stage = kt % STAGES;
         const float* as = As + stage * BK * LDA;
@@ -155,31 +141,17 @@ sgemm_split_barriers(int M, int N, int K, const float* __restrict__ A, const flo
         for (int kk = 0; kk < BK; ++kk) {
             if (kk == BK / 2) issue(kt + STAGES - 1);  // into the stage tile kt - 1 used
             if (kk < BK - 1) {
-                read(a[(kk + 1) % 2], b[(kk + 1) % 2], as + (kk + 1) * LDA, bs + (kk + 1) * BN);
+                tile.read(a[(kk + 1) % 2], b[(kk + 1) % 2], as + (kk + 1) * LDA, bs + (kk + 1) * BN);
             } else {
                 barrier_arrive(empty + stage);  // this thread's last fragments of the stage are in registers
                 if (kt + 1 < ktiles) {
                     const int next = (kt + 1) % STAGES;
                     barrier_wait(full + next, (kt + 1) / STAGES % 2);
-                    read(a[0], b[0], As + next * BK * LDA, Bs + next * BK * BN);
+                    tile.read(a[0], b[0], As + next * BK * LDA, Bs + next * BK * BN);
                 }
             }
-            const float4(&ac)[AF] = a[kk % 2];
-            const float4(&bc)[BF] = b[kk % 2];
-#pragma unroll
-            for (int j = 0; j < BF; ++j)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const float bj = component(bc[j], c);
-#pragma unroll
-                    for (int i = 0; i < AF; ++i) {
-                        acc[4 * i + 0][4 * j + c] += ac[i].x * bj;
-                        acc[4 * i + 1][4 * j + c] += ac[i].y * bj;
-                        acc[4 * i + 2][4 * j + c] += ac[i].z * bj;
-                        acc[4 * i + 3][4 * j + c] += ac[i].w * bj;
-                    }
-                }
+            Tile::multiply(acc, a[kk % 2], b[kk % 2]);
         }
     }
-    store_thread_tile<TM, TN, WSUBM, 1, WSUBN, VEC>(C, acc, row0 + wrow, col0 + wcol, M, N);
+    tile.template store<VEC>(C, acc, row0, col0, M, N);
 }
