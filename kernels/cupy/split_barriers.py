@@ -2,8 +2,8 @@
 
 It is a rung of the FP32 ladder, compiled and launched by the ladder's code. It is declared here, not in
 `ladder.RUNGS`, because a variant's tuning is keyed on the module that registers it: a rung added to ladder.py would
-re-key every committed CuPy result, FP32 and tensor-core alike (about half an hour of H100 time to search again),
-though none of their kernels changed.
+re-key every committed CuPy result, FP32 and tensor-core alike, and send every one of them back to the GPU to be
+searched again, though none of their kernels changed.
 """
 from __future__ import annotations
 
