@@ -71,6 +71,7 @@ def cmd_run(args) -> int:
         print(f"  device median {row['median_s'] * 1e3:.4f} ms  ({flops / row['median_s'] / 1e12:.2f} TFLOP/s), "
               f"host median {row['host_median_s'] * 1e3:.4f} ms, {row['samples']} samples, "
               f"rel error {row['rel_error']:.3g}, throttled: {row['throttled']} {row.get('throttle_reasons') or ''}")
+        print(f"  timing gate: {row['timing_gate']}")
     return 0 if row["status"] == "ok" else 1
 
 

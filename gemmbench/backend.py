@@ -21,13 +21,47 @@ from gemmbench.files import read_json, write_json
 from kernels.registry import OPERAND_DTYPE
 
 # FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and the dense tensor-core rates of TF32 and of
-# BF16 with FP32 accumulation (twice TF32's on every part listed).
+# BF16 (twice TF32's on every part listed). Where a family's parts differ (consumer Blackwell halves BF16 with FP32
+# accumulation on some), the highest is listed: the peak bounds what a timing may claim. A compute capability not
+# listed has no known peak: its rows say the gate is unchecked.
 FLOP_PER_CLOCK_PER_SM = {
     "7.0": {"fp32": 128}, "7.5": {"fp32": 128},
     "8.0": {"fp32": 128, "tf32": 1024, "bf16": 2048}, "8.6": {"fp32": 256, "tf32": 256, "bf16": 512},
     "8.7": {"fp32": 256, "tf32": 512, "bf16": 1024}, "8.9": {"fp32": 256, "tf32": 256, "bf16": 512},
     "9.0": {"fp32": 256, "tf32": 2048, "bf16": 4096},
+    "10.0": {"fp32": 256, "tf32": 4096, "bf16": 8192}, "10.3": {"fp32": 256, "tf32": 4096, "bf16": 8192},
+    "11.0": {"fp32": 256, "tf32": 4096, "bf16": 8192},
+    "12.0": {"fp32": 256, "tf32": 512, "bf16": 1024}, "12.1": {"fp32": 256, "tf32": 512, "bf16": 1024},
 }
+
+# A CPU's bound: logical cores x FP32 lanes of its widest vector unit x 2 FMA pipes per core x 2 FLOP per FMA x its
+# highest clock (cpufreq's maximum, else CPU_CLOCK_BOUND_HZ, above any shipping core's boost). Hyper-threads share
+# their core's pipes, so counting them keeps this an upper bound; BF16 dot-product units may double it.
+CPU_FMA_PIPES = 2
+CPU_CLOCK_BOUND_HZ = 6.5e9
+
+
+def cpu_peak() -> tuple[dict, str]:
+    """({mode: TFLOP/s}, how it was bounded) for this host's CPU."""
+    flags = ""
+    try:
+        flags = next((line for line in open("/proc/cpuinfo") if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    words = set(flags.split(":", 1)[-1].split())
+    lanes, unit = (16, "AVX-512") if "avx512f" in words else (8, "AVX2") if "avx2" in words or "avx" in words else \
+        (4, "128-bit SIMD")
+    clock_hz, clock = CPU_CLOCK_BOUND_HZ, "the 6.5 GHz bound (no cpufreq maximum readable)"
+    try:
+        cpus = Path("/sys/devices/system/cpu")
+        khz = max(int(p.read_text()) for p in cpus.glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"))
+        clock_hz, clock = khz * 1e3, f"cpufreq's maximum {khz / 1e6:.2f} GHz"
+    except (OSError, ValueError):  # no cpufreq (most VMs): the bound
+        pass
+    cores = os.cpu_count() or 1
+    fp32 = cores * lanes * CPU_FMA_PIPES * 2 * clock_hz / 1e12
+    basis = f"{cores} logical cores x {lanes} FP32 lanes ({unit}) x {CPU_FMA_PIPES} FMA pipes x 2 x {clock}"
+    return {"fp32": fp32, "tf32": fp32, "bf16": 2 * fp32}, basis
 
 
 def bf16_bits(xp, x):
@@ -48,25 +82,23 @@ def seed_for(base_seed: int, *sizes: int) -> int:
     return int(np.random.SeedSequence([base_seed, *sizes]).generate_state(1)[0])
 
 
-class Fingerprints:
-    """A checksum of the output's bits after each timed sample, queued on the device without waiting. The kernels
-    are deterministic, so every sample leaves the same output: one that differs is a race that fired in that launch,
-    or state carried from launch to launch, which a check of the last output alone misses."""
+# splitmix64's finaliser over (index << 32 | bits) ^ salt, summed modulo 2**64: a swap of two elements, or one element
+# changed, changes the sum (an order-insensitive sum of the bits would not see a swap). A zero of either sign counts as
+# +0: x + (-x) is +0 whatever the sign of the inputs, so negated inputs leave +0 where the sum is exactly zero.
+FINGERPRINT_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
-    def __init__(self, xp, out, capacity: int):
-        self.xp, self.bits = xp, out.reshape(-1).view(xp.uint32)
-        self.sums = xp.zeros(capacity, dtype=xp.uint64)
-        self.taken = 0
 
-    def take(self) -> None:
-        if self.taken < len(self.sums):
-            self.xp.sum(self.bits, dtype=self.xp.uint64, out=self.sums[self.taken:self.taken + 1].reshape(()))
-            self.taken += 1
-
-    def differing(self) -> int:
-        """Samples whose output is not the first sample's, bit for bit."""
-        sums = self.sums[:self.taken]
-        return int(self.xp.count_nonzero(sums != sums[0])) if self.taken else 0
+def _fingerprint_numpy(bits, sign_mask: int, salt: int) -> int:
+    index = np.arange(bits.size, dtype=np.uint64)
+    v = bits.astype(np.uint64) ^ np.uint64(sign_mask)
+    v[(bits & np.uint32(0x7FFFFFFF)) == 0] = 0
+    z = ((index << np.uint64(32)) | v) ^ np.uint64(salt)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(FINGERPRINT_MIX[0])
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(FINGERPRINT_MIX[1])
+    z ^= z >> np.uint64(31)
+    return int(z.sum(dtype=np.uint64))
 
 
 class Backend:
@@ -120,6 +152,13 @@ class Backend:
     def synchronize(self) -> None:
         pass
 
+    def fingerprint(self, out, sign: int, salt: int, into) -> None:
+        """Queue the fingerprint of `out` (its sign flipped back where `sign` is -1) into the one-element `into`."""
+        into[0] = _fingerprint_numpy(out.reshape(-1).view(np.uint32), 0x80000000 if sign < 0 else 0, salt)
+
+    def to_host(self, x):
+        return np.asarray(x)
+
     def host_time(self, run) -> float:
         start = time.perf_counter()
         run()
@@ -148,9 +187,9 @@ class Backend:
         """Clocks over a measurement window (nothing to read on a CPU)."""
         return ClockWatch(None)
 
-    def runs_outside_stream(self, run, out) -> bool:
-        """Whether `run` does work that the timing's stream does not order (a CPU has no streams)."""
-        return False
+    def runs_outside_stream(self, run, out) -> str | None:
+        """Why `run` does work that the timing's stream does not order, or None (a CPU has no streams)."""
+        return None
 
     COPY_BYTES = 256 << 20
 
@@ -176,7 +215,8 @@ class Backend:
             "host": socket.gethostname(),
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
-            "peak_tflops": {},
+            "peak_tflops": cpu_peak()[0],
+            "peak_basis": cpu_peak()[1],
             "versions": provenance.toolchain(),
         }
 
@@ -201,6 +241,24 @@ def copy_bandwidth_gbps(backend, nbytes: int, repeats: int = 5) -> float:
     best = min(backend.device_time(lambda: xp.copyto(dst, src)) for _ in range(repeats))
     return 2 * nbytes / best / 1e9
 
+
+FINGERPRINT_KERNEL = r"""
+extern "C" __global__ void fingerprint(const unsigned int* bits, unsigned long long n, unsigned int sign,
+                                       unsigned long long salt, unsigned long long* sum) {
+    unsigned long long acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        const unsigned int b = bits[i];
+        const unsigned long long v = (b & 0x7FFFFFFFu) ? (b ^ sign) : 0u;
+        unsigned long long z = ((i << 32) | v) ^ salt;
+        z = (z ^ (z >> 30)) * %dull;
+        z = (z ^ (z >> 27)) * %dull;
+        acc += z ^ (z >> 31);
+    }
+    for (int offset = 16; offset; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+}
+""" % FINGERPRINT_MIX
 
 BLOCKING_KERNEL = r"""
 extern "C" __global__ void block_stream(const volatile int* release, volatile int* timed_out,
@@ -237,14 +295,26 @@ class CudaBackend(Backend):
         self._flags_mem = cupy.cuda.alloc_pinned_memory(8)  # [release, timed_out], mapped for the device
         self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
         self._blocker = cupy.RawKernel(BLOCKING_KERNEL, "block_stream")
+        self._fingerprint = cupy.RawKernel(FINGERPRINT_KERNEL, "fingerprint")
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
         device = cupy.cuda.Device()
+        self._sms = device.attributes["MultiProcessorCount"]
         self._l2_bytes = device.attributes["L2CacheSize"]
         self._scratch = cupy.empty(2 * self._l2_bytes, dtype=cupy.uint8)
         self._nvml = _nvml_handle(device.pci_bus_id)
 
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    def fingerprint(self, out, sign: int, salt: int, into) -> None:
+        into.fill(0)
+        n = out.size
+        blocks = min(max(1, -(-n // 256)), 4 * self._sms)
+        self._fingerprint((blocks,), (256,), (out, np.uint64(n), np.uint32(0x80000000 if sign < 0 else 0),
+                                              np.uint64(salt), into), stream=self.stream)
+
+    def to_host(self, x):
+        return self.cupy.asnumpy(x)
 
     @contextlib.contextmanager
     def _held(self):
@@ -273,10 +343,12 @@ class CudaBackend(Backend):
 
     OUTSIDE_WAIT_S = 0.02  # how long work queued elsewhere gets to show while the harness's stream is held
 
-    def runs_outside_stream(self, run, out) -> bool:
-        """Whether `run` does work that the harness's stream does not order (a launch on another stream, which the
-        events would time as nothing): with that stream held by the spinning kernel, the poisoned output must not
-        change; a stream of its own looks at it meanwhile."""
+    def runs_outside_stream(self, run, out) -> str | None:
+        """Why `run` does work that the harness's stream does not order (which the events would time as nothing), or
+        None. With that stream held by the spinning kernel, the poisoned output must not change (a launch on an
+        unrelated stream would change it; a stream of its own looks meanwhile). Then `run` is captured as a graph
+        from that stream: a side stream that waits on an event of it joins the capture, and CUDA refuses to end a
+        capture that such a stream does not join again (the harness's stream would not wait for its work)."""
         cupy = self.cupy
         out.fill(cupy.nan)
         self.synchronize()
@@ -288,7 +360,28 @@ class CudaBackend(Backend):
             time.sleep(self.OUTSIDE_WAIT_S)
             with self._on_side():
                 written = int(cupy.count_nonzero(~cupy.isnan(out)))
-        return written > 0
+        if written:
+            return "the variant's work does not run on the harness's stream"
+        return self._unjoined(run)
+
+    def _unjoined(self, run) -> str | None:
+        """A capture of `run` that CUDA refuses to end because a stream forked from the harness's was not joined
+        back; any other failure to capture (a variant that synchronises inside run(), say) proves nothing."""
+        runtime = self.cupy.cuda.runtime
+        self.synchronize()
+        self.stream.begin_capture(runtime.streamCaptureModeRelaxed)
+        try:
+            run()
+        except Exception:  # noqa: BLE001 - the capture is ended below either way; the timing will meet the error
+            pass
+        try:
+            self.stream.end_capture()
+        except runtime.CUDARuntimeError as exc:
+            if "Unjoined" in str(exc) or "UNJOINED" in str(exc):
+                return "work it queues on a side stream after an event of the harness's stream is not joined back"
+        except Exception:  # noqa: BLE001
+            pass
+        return None
 
     @contextlib.contextmanager
     def _on_side(self):
@@ -340,6 +433,9 @@ class CudaBackend(Backend):
             "memory_bytes": props["totalGlobalMem"],
             "peak_tflops": {mode: sm_count * rate * max_clock * 1e6 / 1e12
                             for mode, rate in FLOP_PER_CLOCK_PER_SM.get(cc, {}).items()},
+            "peak_basis": f"{sm_count} SMs x {max_clock} MHz (max SM clock) x FLOP per clock per SM of {cc}",
+            **({} if cc in FLOP_PER_CLOCK_PER_SM else
+               {"peak_unknown": f"compute capability {cc} is not in the table of rates: timings are not gated"}),
             "versions": versions,
         }
 

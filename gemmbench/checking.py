@@ -28,14 +28,19 @@ PEAK_SLACK = 1.02  # rounding in the peak (SM count x max clock x rate) and in t
 BANDWIDTH_SLACK = 1.25  # the measured copy bandwidth is a little under the memory's datasheet peak
 
 
+TIME_NAMES = {"median_s": "median", "min_s": "fastest sample", "batched_median_s": "batched median",
+              "batched_min_s": "fastest batched sample"}
+
+
 def implausible(flops: float, min_bytes: float, seconds: float, device: dict, mode: str, cache: str) -> str | None:
-    """Why a timing cannot be true of `device` (its facts: peak per mode at the max SM clock, measured copy
-    bandwidth, L2 size), or None: faster than the peak, or, for a GPU whose operands cannot sit in its L2 (cold
-    cache, or twice the L2), more bytes per second than its memory moves. Such a time missed part of the work."""
+    """Why a timing cannot be true of `device` (its facts: peak per mode at the max clock, measured copy bandwidth,
+    L2 size), or None: faster than the peak, or, for a GPU whose operands cannot sit in its L2 (cold cache, or twice
+    the L2), more bytes per second than its memory moves. Such a time missed part of the work."""
     tflops = flops / seconds / 1e12
     peak = (device.get("peak_tflops") or {}).get(mode)
     if peak and tflops > PEAK_SLACK * peak:
-        return f"{tflops:.3g} TFLOP/s is above the device's {mode} peak of {peak:.3g} TFLOP/s at its max SM clock"
+        return (f"{tflops:.3g} TFLOP/s is above the device's {mode} peak of {peak:.3g} TFLOP/s "
+                f"({device.get('peak_basis') or 'at its max clock'})")
     bandwidth, l2_bytes = device.get("copy_bandwidth_gbps"), device.get("l2_bytes")
     gbps = min_bytes / seconds / 1e9
     from_memory = device.get("device") == "cuda" and (cache == "cold" or (l2_bytes and min_bytes > 2 * l2_bytes))
@@ -43,3 +48,20 @@ def implausible(flops: float, min_bytes: float, seconds: float, device: dict, mo
         return (f"{gbps:.4g} GB/s of operands is above {BANDWIDTH_SLACK:g} x the device's measured copy bandwidth "
                 f"({bandwidth:.4g} GB/s)")
     return None
+
+
+def gate(flops: float, min_bytes: float, times: dict, device: dict, mode: str, cache: str) -> tuple[str | None, str]:
+    """Every reported time of a point held to what the device can do: (why one is impossible, or None; the gate's
+    state for the row: "checked", or "unchecked: ..." where the device has no known peak for the mode, which is
+    said, never passed silently)."""
+    for name, seconds in times.items():
+        if seconds is not None and seconds > 0:
+            why = implausible(flops, min_bytes, seconds, device, mode, cache)
+            if why:
+                return f"{TIME_NAMES.get(name, name)}: {why}", "checked"
+        elif seconds is not None:
+            return f"{TIME_NAMES.get(name, name)}: a time of {seconds} s", "checked"
+    if not (device.get("peak_tflops") or {}).get(mode):
+        return None, f"unchecked: no known {mode} peak for {device.get('gpu') or 'this device'}" + (
+            f" ({device['peak_unknown']})" if device.get("peak_unknown") else "")
+    return None, "checked"

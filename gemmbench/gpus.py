@@ -1,7 +1,9 @@
-"""One GPU per job on a box with several: Snakemake's `--resources gpu=N` bounds how many GPU jobs run at once,
-and this decides which GPU each one gets. A job holds a lock file per GPU while its workers run, and they see only
-that GPU (CUDA_VISIBLE_DEVICES set to its UUID before any CUDA call). A CUDA_VISIBLE_DEVICES that is already set
-is respected: one GPU (SLURM's allocation, or the user's choice) is used as it is, several are handed out.
+"""One job per GPU at a time, whoever starts it: Snakemake's `--resources gpu=N` bounds how many GPU jobs a run
+starts at once, and this decides which GPU each one gets. A job holds a lock file named by the GPU's UUID, in one
+place per box (LOCK_DIR, whatever TMPDIR says), while its workers run, and they see only that GPU
+(CUDA_VISIBLE_DEVICES set to its UUID before any CUDA call): two runs, or two users, on one box never share a GPU.
+A CUDA_VISIBLE_DEVICES that is already set is respected: its GPUs (SLURM's allocation, or the user's choice, given
+as indices or UUIDs) are handed out among the jobs, one GPU included, each locked by its UUID.
 """
 from __future__ import annotations
 
@@ -9,14 +11,37 @@ import contextlib
 import fcntl
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 
 log = logging.getLogger("gemmbench")
 
-# Per box, not per checkout: two runs (or two users) on one box must not share a GPU either.
-LOCK_DIR = Path(tempfile.gettempdir())
+# Per box, not per checkout or per TMPDIR: two runs (or two users) on one box must find the same locks.
+LOCK_DIR = Path("/tmp/gemmbench-gpu-locks")
+
+
+def _lock_dir(lock_dir: Path | None) -> Path:
+    path = lock_dir or LOCK_DIR
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(path, 0o1777)  # every user's jobs create their locks here (sticky, as /tmp)
+        except PermissionError:  # made by another user meanwhile
+            pass
+    return path
+
+
+def lock_names(given: list[str], known: list[str]) -> list[str]:
+    """The UUID of each entry of a CUDA_VISIBLE_DEVICES list: an index into this box's GPUs (NVML's order, which is
+    CUDA's for GPUs of one model, sorted by PCI bus), a UUID, or a UUID's prefix (as CUDA accepts it). An entry that
+    matches nothing keeps its own name."""
+    names = []
+    for entry in given:
+        if entry.isdigit() and int(entry) < len(known):
+            names.append(known[int(entry)])
+        else:
+            names.append(next((u for u in known if u.startswith(entry)), entry) if entry else entry)
+    return names
 
 
 def uuids() -> list[str]:
@@ -42,14 +67,19 @@ def _open_lock(path: Path) -> int:
         return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
 
 
+def lock_name(device: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in device)
+
+
 @contextlib.contextmanager
-def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5):
-    """Hold the first free device of `devices` for the duration of the block, waiting while all are taken.
-    The kernel drops the lock when its holder exits, however it exits, so no stale lock outlives a killed job."""
+def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5, names: list[str] | None = None):
+    """Hold the first free device of `devices` (locked by `names`, their UUIDs; by the devices themselves without)
+    for the duration of the block, waiting while all are taken. The kernel drops the lock when its holder exits,
+    however it exits, so no stale lock outlives a killed job."""
     waiting = False
     while True:
-        for device in devices:
-            fd = _open_lock((lock_dir or LOCK_DIR) / f"gemmbench-{device}.lock")
+        for device, name in zip(devices, names or devices):
+            fd = _open_lock(_lock_dir(lock_dir) / f"{lock_name(name)}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -75,15 +105,15 @@ def pinned(device: str, exclusive: bool = True):
         yield {}
         return
     given = os.environ.get("CUDA_VISIBLE_DEVICES")
-    found = uuids() if given is None else [d for d in given.split(",") if d]
-    if given is None and not found:  # no NVML: CUDA is left to find a GPU or fail on its own
+    known = uuids()
+    found = known if given is None else [d for d in given.split(",") if d]
+    if not found:  # no NVML, or no GPU given: CUDA is left to find a GPU or fail on its own
         log.warning("NVML lists no GPU: the job is not pinned to one")
-    if not found or (given is not None and len(found) == 1):  # nothing to choose from, or a GPU chosen already
         yield {}
         return
     if not exclusive:
         yield {"CUDA_VISIBLE_DEVICES": found[0]}
         return
-    with claim(found) as gpu:
+    with claim(found, names=lock_names(found, known)) as gpu:
         log.info("running on GPU %s", gpu)
         yield {"CUDA_VISIBLE_DEVICES": gpu}

@@ -53,18 +53,26 @@ def runs_snakemake(argv: list[str]) -> bool:
     return bool(args) and (os.path.basename(args[0]).startswith("snakemake") or "/.snakemake/scripts/" in args[0])
 
 
-def _snakemake_processes(workdir: Path) -> list[int]:
-    """Other processes on this host running Snakemake (or one of its jobs) in `workdir`."""
+def _snakemake_processes(workdir: Path, proc_root: Path = Path("/proc")) -> list[int]:
+    """Other processes on this host running Snakemake (or one of its jobs) in `workdir`, or that may: one whose
+    working directory cannot be read (another user's) counts, since it cannot be shown to work elsewhere."""
     mine, found = _ancestors(), []
-    for proc in Path("/proc").glob("[0-9]*"):
+    for proc in proc_root.glob("[0-9]*"):
         try:
             argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
             if int(proc.name) in mine or not runs_snakemake([a for a in argv if a]):
                 continue
-            if Path(os.readlink(proc / "cwd")).resolve() == workdir.resolve():
-                found.append(int(proc.name))
-        except (OSError, ValueError):  # gone meanwhile, or another user's: not ours to judge
+        except (OSError, ValueError):  # gone meanwhile
             continue
+        try:
+            cwd = Path(os.readlink(proc / "cwd")).resolve()
+        except PermissionError:  # another user's Snakemake: it may hold this lock
+            found.append(int(proc.name))
+            continue
+        except OSError:  # gone meanwhile
+            continue
+        if cwd == workdir.resolve():
+            found.append(int(proc.name))
     return found
 
 
@@ -87,8 +95,9 @@ def release_if_stale(workdir: Path, argv: list[str]) -> bool:
         return False
     alive = _snakemake_processes(workdir)
     if alive:
-        log.error("this directory is locked by a Snakemake run still active here (pid %s); wait for it, or stop it "
-                  "and run the same command again", ", ".join(map(str, alive)))
+        log.error("this directory is locked by a Snakemake run still active here, or one whose directory cannot be "
+                  "read (pid %s); wait for it, or stop it and run the same command again (%s)",
+                  ", ".join(map(str, alive)), continue_command(argv))
         return False
     shutil.rmtree(locks)
     log.warning("a previous run here was stopped without cleaning up (pid %s): its lock is removed and this run "

@@ -1,7 +1,10 @@
-"""What made a number: the toolchain that compiled and ran the kernels, and the source tree that asked for them.
+"""What made a number: the toolchain that compiled and ran the kernels (the GPU driver and the CUDA libraries
+included), and the sources that asked for them.
 
-The toolchain is a re-run trigger of every build (and, through the build record, of validation and bench); the
-source tree's commit is recorded in every row but keys nothing (a commit that changes no kernel re-measures nothing).
+The toolchain is a re-run trigger of every build (and, through the build record, of validation and bench): a new
+driver, cuBLAS, NVRTC or compiler re-measures what it may change. Every row names the digest of the sources that ran
+(the harness and the files that determine its variant), which holds in a copied or edited tree where git's commit
+does not; the commit is recorded beside it. Neither keys anything.
 """
 from __future__ import annotations
 
@@ -14,8 +17,11 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-# Python distributions that compile or run kernels (absent ones are left out).
-DISTRIBUTIONS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "apache-tvm", "apache-tvm-ffi")
+# Python distributions that compile or run kernels, and the NVIDIA wheels of the CUDA libraries they load (absent
+# ones are left out; a CUDA toolkit's own libraries are named by its version, cuda_toolkit).
+DISTRIBUTIONS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "apache-tvm", "apache-tvm-ffi",
+                 "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12", "nvidia-nvvm",
+                 "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "cuda-bindings")
 
 
 def _nvcc_version() -> str | None:
@@ -50,8 +56,49 @@ def toolchain() -> dict:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-    versions.update(nvrtc=_nvrtc_version(), nvcc=_nvcc_version())
+    versions.update(nvrtc=_nvrtc_version(), nvcc=_nvcc_version(), cuda_toolkit=_toolkit_version(),
+                    driver=_driver_version())
     return {name: version for name, version in versions.items() if version}
+
+
+def _toolkit_version() -> str | None:
+    """The CUDA toolkit at CUDA_PATH (its libraries, cuBLAS among them, serve CuPy where no wheel does)."""
+    try:
+        import json
+        return json.loads(Path(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "version.json").read_text())["cuda"][
+            "version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _driver_version() -> str | None:
+    """The GPU driver's version from NVML (no CUDA context is made); None without one."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML library or no driver
+        return None
+
+
+HARNESS = ("gemmbench/**/*.py", "kernels/registry.py")
+
+
+@functools.lru_cache(maxsize=None)
+def digest(root: str, files: tuple[str, ...] = ()) -> str:
+    """A digest of the harness's sources under `root` and of `files` (a variant's determining files): what ran."""
+    import hashlib
+
+    paths = sorted({*(p.resolve() for pattern in HARNESS for p in Path(root).glob(pattern)),
+                    *(Path(f).resolve() for f in files)})
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.relative_to(root).as_posix().encode() if path.is_relative_to(root) else path.name.encode())
+        h.update(b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)

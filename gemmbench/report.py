@@ -18,7 +18,8 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "median_ci_rel",
-                   "speedup_vs_baseline", "speedup_vs_unfused_best"]
+                   "speedup_vs_baseline", "speedup_vs_unfused_best", "failures_before", "failure_history",
+                   "timing_gate"]
 
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
@@ -48,6 +49,10 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         validation=_validation_matrix(validation),
         status_counts=summary["status"].value_counts().to_dict(),
         non_ok=_table(summary.loc[~summary["status"].isin(["ok", "skipped"]), NON_OK_COLUMNS]),
+        failed_before=_table(summary.loc[pd.to_numeric(summary["failures_before"], errors="coerce").fillna(0) > 0,
+                                         [*NON_OK_COLUMNS, "failures_before", "failure_history"]]),
+        ungated=_table(summary.loc[summary["timing_gate"].astype("string").fillna("").str.startswith("unchecked"),
+                                   [*NON_OK_COLUMNS[:-2], "timing_gate"]]),
         skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
         builds=_table(_readable_builds(builds)),
         devices=[{"name": _device_name(device), "facts": _flatten(_readable_device(device))} for device in devices],

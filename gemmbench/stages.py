@@ -74,7 +74,8 @@ def _base_row(config, variant, mode, shape: plan.Shape) -> dict:
     return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device, "workload": variant.workload,
             "family": variant.family, "variant": variant.name, "role": variant.role, "mode": mode,
             **shape.sizes, "shape_kind": shape.kind, "cache": config["cache"],
-            "seed": backends.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT))}
+            "seed": backends.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT)),
+            "source_digest": provenance.digest(str(ROOT), tuple(tuning.determining_files(variant)))}
 
 
 CLASS_OFFSETS = (-1, 1, -3, 3)  # an off-tile shape near a size class: its sizes plus these, axis by axis
@@ -344,12 +345,13 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
         return tuning.digest({"build": built, "validation": check(shape), "timing": config["timing"],
                               "cache": config["cache"], "seed": config["seed"]})
 
-    kept = {}
+    kept, history = {}, {}
     for shape in shapes:
         path = points_dir / f"{shape.label}.json"
         record = read_json(path) if path.exists() else None
         if record and record.get("key") == point_key(shape) and record["rows"][0]["status"] == "ok":
             kept[shape.label] = record
+        history[shape.label] = past_failures(record)
     if kept:
         log.info("%s %s: %d of %d points kept from an earlier run (%s)", key, mode, len(kept), len(shapes), points_dir)
 
@@ -369,8 +371,10 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
         found = check(shapes[i])
         if found:
             row.update({k: found.get(k) for k in ("rel_error", "max_abs_error")})
+        row.update(failure_columns(history[shapes[i].label]))
         write_json(points_dir / f"{shapes[i].label}.json",
-                   {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else []})
+                   {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else [],
+                    "history": history[shapes[i].label]})
         arrivals.append((time.perf_counter(), row))
 
     rows, devices = _run_points("bench", config, variant, mode, shapes, blocked, built.get("tuned"), keep)
@@ -380,6 +384,25 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
             rows[i], devices = kept[shape.label]["rows"][0], devices + kept[shape.label]["devices"]
     write_json(out, {"rows": rows, "devices": list({d["gpu_uuid"]: d for d in devices}.values())})
     return rows
+
+
+FAILED = ("failed", "error", "timeout", "oom")  # a point measured that did not pass: kept in its history
+
+
+def past_failures(record: dict | None) -> list[dict]:
+    """The failures of a point kept in its file: those it carried, and its own row if that did not pass. A point
+    measured again after a failure (a rerun, --forcerun, a resume) keeps them, so a later `ok` says it failed before."""
+    if not record:
+        return []
+    row = record["rows"][0]
+    own = [{"status": row["status"], "message": row.get("message", ""), "gpu_uuid": row.get("gpu_uuid"),
+            "source_digest": row.get("source_digest")}] if row.get("status") in FAILED else []
+    return list(record.get("history", [])) + own
+
+
+def failure_columns(history: list[dict]) -> dict:
+    return {"failures_before": len(history),
+            "failure_history": " | ".join(f"{h['status']}: {h['message']}"[:300] for h in history)}
 
 
 def _log_overhead(key: str, mode: str, arrivals: list[tuple]) -> None:
@@ -437,16 +460,29 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"{timing['min_samples']})",
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
                  f"region)",
-        "What was timed": "the output is poisoned again after warm-up and checked against the reference after "
-                          "sampling; a checksum of its bits after every sample (outside the timed region) must equal "
-                          "the first sample's (a race that fires now and then is caught); a variant whose work does "
-                          "not run on the harness's stream is not timed; a time "
-                          "above the device's peak, or beyond its memory for operands its L2 cannot hold, is refused",
+        "What was timed": "every timed launch is accounted for, outside the timed region: before each sample the "
+                          "output is poisoned with NaN and the inputs alternate between two copies at different "
+                          "addresses, a copy used again having its first operand negated (exact in every mode, so a "
+                          "result kept from an earlier launch is wrong); after each sample an order-sensitive "
+                          "fingerprint of the output's bits (salted per point, the sign undone) must equal the first "
+                          "sample's; two samples drawn at random (reservoir sampling, a host generator) and the last "
+                          "are compared in full with the fp64 reference, and the guard bands must hold; batched "
+                          "samples give every launch its own inputs and poisoned output, fingerprinted alike; "
+                          "untimed launches, checked the same way, follow until the point has 64 checked launches or "
+                          "for as long as its sampling took. A variant whose work does not run on the harness's "
+                          "stream, or that forks work to a side stream without joining it back (a graph capture "
+                          "refuses to end), is not timed. Every reported time (median, fastest sample, batched) above "
+                          "the device's peak, or beyond its memory for operands its L2 cannot hold, is refused; a "
+                          "device with no known peak is marked unchecked (timing_gate). A point that failed in an "
+                          "earlier run keeps that history (failures_before). What this costs per point: "
+                          "sampling_overhead_s and check_s in the bench records",
         "Clocks": "NVML read after warm-up, every 10 ms while sampling and after it: the SM clock's mean and minimum "
                   "over the window, temperature, power and slowdown reasons; a point with a power or thermal "
                   "slowdown or a clock drop over 5% is flagged as throttled",
         "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores); "
-                "pct_of_peak_at_clock uses the window's mean SM clock instead",
+                "pct_of_peak_at_clock uses the window's mean SM clock instead. A CPU's peak, which only gates its "
+                "times, is bounded by logical cores × FP32 lanes of its widest vector unit × 2 FMA pipes × 2 × its "
+                "highest clock (cpufreq's maximum, else 6.5 GHz)",
         "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
                        "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
         "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN "
@@ -455,11 +491,13 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                       f"every element's error ≤ {checking.ELEMENT_FACTOR} × tolerance × the root-sum-square of its "
                       f"products; a tuned variant also at an off-tile shape per size class",
         "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",
-        "Provenance": "every row names the git commit (and whether the tree was edited) that measured it; every build "
-                      "the versions of Python, the kernel libraries, NVRTC and nvcc that compiled it",
+        "Provenance": "every row names the digest of the sources that ran (source_digest: the harness and the files "
+                      "that determine its variant), the git commit (and whether the tree was edited), the driver and "
+                      "the toolchain (Python, the kernel libraries, cuBLAS, NVRTC, NVVM, nvcc, the CUDA toolkit) of "
+                      "the worker that measured it; a new driver or toolchain rebuilds, re-validates and re-measures",
     }
     if not gpu:
-        for name in ("Clocks", "Peak", "% of cuBLAS"):
+        for name in ("Clocks", "% of cuBLAS"):
             entries.pop(name)
     return entries
 

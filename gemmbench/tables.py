@@ -73,6 +73,10 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
             for u, mode, dev in zip(frame.gpu_uuid, frame["mode"], frame.device)]
     bandwidth = [by_uuid.get(u, {}).get("copy_bandwidth_gbps") if dev == by_uuid.get(u, {}).get("device") else np.nan
                  for u, dev in zip(frame.gpu_uuid, frame.device)]
+    # what measured each row: the driver and the toolchain of the worker that ran it (CUDA libraries included)
+    versions = [by_uuid.get(u, {}).get("versions", {}) for u in frame.gpu_uuid]
+    frame["driver"] = [by_uuid.get(u, {}).get("driver") or v.get("driver") for u, v in zip(frame.gpu_uuid, versions)]
+    frame["toolchain"] = [" ".join(f"{k}={v}" for k, v in sorted(v.items())) or None for v in versions]
     frame["peak_tflops"] = pd.to_numeric(pd.Series(peak, index=frame.index), errors="coerce")
     frame["pct_of_peak"] = 100 * frame.tflops / frame.peak_tflops
     max_clock = pd.to_numeric(frame.gpu_uuid.map(lambda u: by_uuid.get(u, {}).get("max_sm_clock_mhz")), errors="coerce")

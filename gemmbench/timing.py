@@ -129,11 +129,13 @@ def _sampler(timing: dict, resolution_s: float) -> Sampler:
                    timing["min_time_s"], resolution_s)
 
 
-def sample(backend, run, timing: dict, cache: str, after=None) -> Sampler:
-    """Device time per call (launch overhead excluded) until the median is stable; `after()`, if given, is called
-    after each sample, outside the timed region."""
+def sample(backend, run, timing: dict, cache: str, before=None, after=None) -> Sampler:
+    """Device time per call (launch overhead excluded) until the median is stable; `before()` and `after()`, if
+    given, are called around each sample, outside the timed region."""
     sampler = _sampler(timing, backend.TIMER_RESOLUTION_S)
     while not sampler.done:
+        if before:
+            before()
         if cache == "cold":
             backend.flush_cache()
         sampler.add(backend.device_time(run))
@@ -145,18 +147,22 @@ def sample(backend, run, timing: dict, cache: str, after=None) -> Sampler:
 BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
 
 
-def sample_batched(backend, run, per_launch_s: float, timing: dict, cache: str,
-                   after=None) -> tuple[int, Sampler | None]:
+def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare) -> tuple[int, Sampler | None]:
     """For a kernel shorter than BATCH_TARGET_S, per-launch times from samples of several launches queued between
     one pair of events (enough to span BATCH_TARGET_S): one launch per event pair also times the gap the events and
-    the launch leave on the device. Returns (launches per sample, the sampler of per-launch times), or (1, None)
-    for a kernel long enough already, and with a cold cache (the launches after a batch's first would run hot)."""
+    the launch leave on the device. `prepare(launches)` gives (launches it can hold, the launch to repeat, and the
+    calls before and after each batch, outside the timed region). Returns (launches per sample, the sampler of
+    per-launch times), or (1, None) for a kernel long enough already, and with a cold cache (the launches after a
+    batch's first would run hot)."""
     launches = math.ceil(BATCH_TARGET_S / per_launch_s) if per_launch_s > 0 else 1
     if launches <= 1 or cache == "cold":
         return 1, None
+    launches, run, before, after = prepare(launches)
+    if launches <= 1:
+        return 1, None
     sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches)
     while not sampler.done:
+        before()
         sampler.add(backend.device_time(run, launches) / launches)
-        if after:
-            after()
+        after()
     return launches, sampler

@@ -17,6 +17,7 @@ import numpy as np
 
 from gemmbench import backend as backends
 from gemmbench import checking, provenance, timing, tune, workloads
+from gemmbench.ledger import Ledger
 from gemmbench.task import Point, Task
 from kernels import registry
 
@@ -182,40 +183,48 @@ LOAD = Load()
 
 
 def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
-    """Warm-up, then samples of the device time per call; the output the timed launches leave (poisoned before
-    them) is checked against the reference, every sample's output must be the first's bit for bit, and a time the
-    device cannot achieve (`device`: its facts) is refused: each means the timed region did not hold the work (a
-    kernel that skips work once warm, a race that fires now and then, a launch on another stream)."""
+    """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: inputs alternated and
+    negated, the output poisoned before and fingerprinted after every sample, drawn samples and the last compared in
+    full with the reference), and every reported time gated by what the device can do (`device`: its facts). A
+    failure means the timed region did not hold the work (a kernel that skips work once warm, keeps results by
+    address, races now and then, or launches on another stream)."""
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
-    run = lambda: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
+    expected = _expected(workload, backend, operands)
+    ledger = Ledger(backend, operands, out, buffer, point.seed)
+    run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
+    run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
     start = time.perf_counter()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
-    if backend.runs_outside_stream(run, out):
-        return {"status": "failed", "message": "not timed: the variant's work does not run on the harness's stream "
-                                               "(its events would time nothing)", "params": json.dumps(params)}
+    outside = backend.runs_outside_stream(run, ledger.out)
+    if outside:
+        return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
+                "params": json.dumps(params)}
     settle_s = timing.settle(backend, run)
     before = backend.telemetry()
-    out.fill(np.nan)  # from here on only the timed launches write it
-    fingerprints = backends.Fingerprints(backend.xp, out, 2 * task.timing["max_samples"])
+    sampling = time.perf_counter()
+
+    def batches(launches):
+        launches = ledger.batch(launches)
+        return launches, ledger.batch_run(run_on), ledger.before_batch, ledger.after_batch
+
     with backend.watch() as window:
-        sampler = timing.sample(backend, run, task.timing, task.cache, fingerprints.take)
-        launches, batched = timing.sample_batched(backend, run, sampler.summary()["median_s"], task.timing, task.cache,
-                                                  fingerprints.take)
+        sampler = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after)
+        launches, batched = timing.sample_batched(backend, sampler.summary()["median_s"], task.timing, task.cache,
+                                                  batches)
     after, clocks = backend.telemetry(), window.summary()
+    sampled_s = time.perf_counter() - sampling
+    checking_start = time.perf_counter()
+    audited = _audit(backend, run, ledger, sampled_s)
     LOAD.end()
     summary = sampler.summary()
-    checked, why, _ = _checked(_expected(workload, backend, operands), backend, out, buffer, task.tolerance)
-    differing = fingerprints.differing()
-    refused = checking.implausible(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode),
-                                   summary["median_s"], device or {}, task.mode, task.cache)
-    problem = None
-    if differing:
-        problem = (f"the timed launches' output: {differing} of {fingerprints.taken} samples left an output that "
-                   "differs from the first sample's, bit for bit (a race, or state carried between launches)")
-    elif checked != "ok":
-        problem = f"the timed launches' output: {why}"
-    elif refused:
+    problem = _timed_output_problem(ledger, expected, backend, task.tolerance)
+    times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
+    if batched:
+        times.update(batched_median_s=batched.summary()["median_s"], batched_min_s=min(batched.device_s))
+    refused, gate = checking.gate(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode), times,
+                                  device or {}, task.mode, task.cache)
+    if not problem and refused:
         problem = f"timing refused: {refused}"
     slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", []))
                       | set(after.get("slowdown", [])))
@@ -227,6 +236,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                       f", precision target not met (stopped by {summary['stopped_by']})")
                    + (", fewer than min_samples" if summary["thin_median"] else ""),
         **summary, **({"status": "failed", "message": problem} if problem else {}),
+        "timing_gate": gate,
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
         "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
         "power_w": before.get("power_w"), "power_w_after": after.get("power_w"), **clocks,
@@ -234,12 +244,52 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time
         "host_median_s": float(np.median(host_s[1:] or host_s)), "warmup_runs": len(host_s),
-        "measure_s": time.perf_counter() - start,  # warm-up and sampling
+        "measure_s": time.perf_counter() - start,  # warm-up, sampling and the checks of what was timed
         "settle_s": settle_s,
-        "batch_launches": launches, "batched_median_s": batched.summary()["median_s"] if batched else None,
+        # wall time of sampling beyond the samples' own device time (events, poisoning, fingerprints), and of the
+        # checks after it: what accounting for every sample costs
+        "sampling_overhead_s": sampled_s - sum(sampler.device_s) - (sum(batched.device_s) * launches if batched else 0),
+        "check_s": time.perf_counter() - checking_start, "audit_launches": audited,
+        "checked_launches": ledger.launches,
+        "batch_launches": launches, "batched_median_s": times.get("batched_median_s"),
         "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
         "warmup_host_s": host_s, "params": json.dumps(params),
     }
+
+
+AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, where the sampling's own time allows
+
+
+def _audit(backend, run, ledger: Ledger, budget_s: float) -> int:
+    """Untimed launches, each accounted for as a sample is, until the point has AUDIT_LAUNCHES checked launches in a
+    row, or for as long as its sampling took: a fault that fires once in a few dozen launches shows even where a
+    long kernel's precision was met in a few samples. Returns how many ran."""
+    deadline, ran = time.perf_counter() + budget_s, 0
+    while ledger.launches < AUDIT_LAUNCHES and time.perf_counter() < deadline:
+        ledger.before()
+        run()
+        ledger.after()
+        backend.synchronize()
+        ran += 1
+    return ran
+
+
+def _timed_output_problem(ledger: Ledger, expected: tuple, backend, tolerance: float) -> str | None:
+    """Why the outputs the timed launches left are not the product's, or None."""
+    differing, first = ledger.differing()
+    if differing:
+        return (f"the timed launches' output: {differing} of {ledger.samples} samples left an output that differs "
+                f"from the first sample's, bit for bit ({first}; inputs alternate between copies and are negated on "
+                f"reuse, the output poisoned before each): a race, work skipped, state carried between launches, or "
+                f"a result kept from an earlier launch")
+    for what, out in ledger.held_outputs():
+        checked, why, _ = _checked(expected, backend, out, ledger.buffers()[0], tolerance)
+        if checked != "ok":
+            return f"the timed launches' output, {what}: {why}"
+    outside = sum(backend.outside_writes(b) for b in ledger.buffers())
+    if outside:
+        return f"the timed launches wrote {outside} elements outside their outputs (the guard bands)"
+    return None
 
 
 def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None) -> dict:

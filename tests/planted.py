@@ -82,9 +82,97 @@ class RareRace:
             c[i, j] -= a[i, -1] * b[-1, j]
 
 
+class _Unobserved:
+    """Computes only while the output holds the poison (it was just checked, or is about to be); once it holds a
+    result, returns at once. The harness poisons before every timed launch, so this cheat never fires: its time is
+    its work's, `WORK_S` at least."""
+
+    WORK_S = 0.005
+
+    def __call__(self, artifact, a, b, c, stream):
+        if np.isnan(c).any():
+            time.sleep(self.WORK_S)
+            np.matmul(a, b, out=c)
+
+
+class HalfOnceWarm:
+    """Right on its first calls at a shape (as many as validation makes), then computes the upper half of C's rows
+    only."""
+
+    def __init__(self, matmul_rows=lambda a, b, c, rows: np.matmul(a[:rows], b, out=c[:rows])):
+        self.matmul_rows, self.calls = matmul_rows, {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.calls[c.shape] = self.calls.get(c.shape, 0) + 1
+        rows = c.shape[0] if self.calls[c.shape] <= VALIDATION_LAUNCHES else (c.shape[0] + 1) // 2
+        self.matmul_rows(a, b, c, rows)
+
+
+class PointerCache:
+    """Keeps each product by its inputs' addresses and shapes, and copies it out when they come again."""
+
+    def __init__(self, copy=np.copyto, matmul=np.matmul, address=lambda x: x.ctypes.data):
+        self.copy, self.matmul, self.address, self.kept = copy, matmul, address, {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        key = (self.address(a), self.address(b), a.shape, b.shape)
+        if key in self.kept:
+            self.copy(c, self.kept[key])
+        else:
+            self.matmul(a, b, out=c)
+            self.kept[key] = c.copy()
+
+
+class RareSwap:
+    """Right, except that on every sixteenth launch two elements of C trade places: every value is right, only their
+    order is not."""
+
+    def __init__(self, matmul):
+        self.matmul, self.calls = matmul, 0
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.matmul(a, b, out=c)
+        self.calls += 1
+        if self.calls % 16 == 0:
+            first, last = c[0, 0].copy(), c[-1, -1].copy()
+            c[0, 0], c[-1, -1] = last, first
+
+
+class _UnresetCounter:
+    """A persistent kernel's tile counter (rows of C taken in turn) that is never reset: the first launch takes every
+    row, later ones find none left."""
+
+    def __init__(self):
+        self.taken = 0
+
+    def __call__(self, artifact, a, b, c, stream):
+        while self.taken < c.shape[0]:
+            np.matmul(a[self.taken:self.taken + 1], b, out=c[self.taken:self.taken + 1])
+            self.taken += 1
+
+
+class _LateWork:
+    """Hands the product to a thread and returns without waiting, as work queued on another stream: each call's
+    result lands when the next call comes."""
+
+    def __init__(self):
+        self.pending = None
+
+    def __call__(self, artifact, a, b, c, stream):
+        if self.pending:
+            self.pending()
+        self.pending = lambda: np.matmul(a, b, out=c)
+
+
+# Cheats: each must end with its point not published as `ok` (or, for planted-unobserved, published with the time of
+# its work), whatever timing config runs it.
+CHEATS = {"planted-unobserved": _Unobserved(), "planted-half-once-warm": HalfOnceWarm(),
+          "planted-pointer-cache": PointerCache(), "planted-rare-swap": RareSwap(np.matmul),
+          "planted-unreset-counter": _UnresetCounter(), "planted-late-work": _LateWork()}
+
 for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul),
                   "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash, "planted-slow": _slow,
-                  "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs}.items():
+                  "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs, **CHEATS}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))
 
@@ -148,6 +236,30 @@ def _specialised(artifact, a, b, c, stream):
 register(Variant(family="cpu", name="planted-specialised", device="cpu", modes=("fp32",), build=_build_specialised,
                  run=_specialised, prepare=_compile_for_shape,
                  description="test Variant.prepare: one kernel per shape, compiled ahead by the build"))
+
+
+def _build_in_cache(mode, params, cache_dir):
+    return Built(Path(cache_dir), {"compile_s": 0.0})
+
+
+class _FailsFirstTime:
+    """Skips work once warm (as planted-stateful) in the first process that times it, right ever after: a fault that
+    a rerun does not see again."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.calls[c.shape] = self.calls.get(c.shape, 0) + 1
+        fired = artifact / "planted-fails-first-time"
+        if self.calls[c.shape] <= VALIDATION_LAUNCHES or (fired.exists() and fired.read_text() != str(os.getpid())):
+            np.matmul(a, b, out=c)
+        else:
+            fired.write_text(str(os.getpid()))
+
+
+register(Variant(family="cpu", name="planted-fails-first-time", device="cpu", modes=("fp32",), build=_build_in_cache,
+                 run=_FailsFirstTime(), description="test: failure history; a fault the first run sees, not later"))
 
 
 def _bf16_product(artifact, a, b, c, stream):

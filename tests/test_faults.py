@@ -37,7 +37,19 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-stateful")
     assert {r["status"] for r in rows.values()} == {"ok"}  # validation sees only its first call
     assert bench["status"] == "failed"
-    assert bench["message"].startswith("the timed launches' output:") and "NaN" in bench["message"]
+    assert bench["message"].startswith("the timed launches' output:") and "bit for bit" in bench["message"]
+
+
+def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, tmp_path):
+    """A rerun measures a failed point again; the `ok` it may then get says how often, and why, it failed before."""
+    key, size = "cpu/planted-fails-first-time", 32
+    _, _, first = run_stages(cfg, tmp_path, key, size)
+    assert first["status"] == "failed" and first["failures_before"] == 0
+    _, _, second = run_stages(cfg, tmp_path, key, size)
+    assert second["status"] == "ok", second["message"]
+    assert second["failures_before"] == 1 and second["failure_history"].startswith("failed: the timed launches' output")
+    _, _, third = run_stages(cfg, tmp_path, key, size)  # kept as measured: the history stays with it
+    assert third["status"] == "ok" and third["failures_before"] == 1
 
 
 def test_a_race_that_fires_now_and_then_passes_validation_but_its_timing_is_not_published(cfg, tmp_path):

@@ -4,6 +4,7 @@ import pytest
 from gemmbench import backend as backends
 from gemmbench import config, stages
 from kernels import registry
+from tests.timings import TIMINGS
 
 pytestmark = pytest.mark.gpu
 
@@ -194,18 +195,24 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
     assert 0 <= row["slowdown_share"] <= 1
 
 
-@pytest.mark.parametrize("variant, stage, says", [
+@pytest.mark.parametrize("variant, stage, says, timing", [(*control, "config") for control in [
     ("cupy/planted-other-stream", "bench", "does not run on the harness's stream"),
     ("cupy/planted-dropped-term", "validate", "root-sum-square of its products"),
-    ("cupy/planted-skips-once-warm", "bench", "the timed launches' output"),
     ("cupy/planted-past-the-end", "validate", "1 elements written outside the output"),
     ("cupy/planted-tf32-inputs", "validate", "relative error"),
-    ("cupy/planted-rare-race", "bench", "differs from the first sample's, bit for bit"),
-])
-def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says):
+    ("cupy/planted-rare-race", "bench", "differs from the first sample's, bit for bit")]] + [
+    (*control, timing) for timing in TIMINGS for control in [
+    ("cupy/planted-skips-once-warm", "bench", "the timed launches' output"),
+    ("cupy/planted-half-once-warm", "bench", "differs from the first sample's, bit for bit"),
+    ("cupy/planted-pointer-cache", "bench", "differs from the first sample's, bit for bit"),
+    ("cupy/planted-rare-swap", "bench", "differs from the first sample's, bit for bit"),
+    ("cupy/planted-unreset-counter", "validate", "launch 2 of 2"),
+    ("cupy/planted-side-after-event", "bench", "not joined back")]])
+def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says, timing):
+    """Under every timing the project ships (tune's included)."""
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
-                           "sizes": [4096], "validation_shapes": [], "variant_modules": ["tests.planted_gpu"],
-                           "timing": {"warmup_runs": 3}})
+                           "sizes": [1024], "validation_shapes": [], "variant_modules": ["tests.planted_gpu"],
+                           "timing": TIMINGS[timing]})
     stages.build(cfg, variant, "fp32", tmp_path / "build.json")
     checked = stages.validate(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     timed = stages.bench(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
@@ -215,6 +222,25 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
     elif checked["status"] == "ok":  # validation may also see it (another stream's result can arrive late)
         assert timed["status"] == "failed" and says in timed["message"], timed["message"]
+
+
+@pytest.mark.parametrize("timing", TIMINGS)
+def test_a_cheat_that_computes_only_when_observed_is_timed_with_its_work(tmp_path, timing):
+    """planted-unobserved skips its work once its output holds a result; the harness poisons the output before
+    every timed launch, so the time published is that of the work (not faster than cuBLAS's on the same shape)."""
+    times = {}
+    for variant in ("cupy/planted-unobserved", "cublas/gemm"):
+        cfg = config.validate({"device": "cuda", "families": ["cupy", "cublas"], "variants": [variant],
+                               "modes": ["fp32"], "sizes": [1024], "validation_shapes": [],
+                               "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing]})
+        stages.build(cfg, variant, "fp32", tmp_path / "build.json")
+        stages.validate(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+        row = stages.bench(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                           tmp_path / "bench.json")[0]
+        assert row["status"] == "ok", row["message"]
+        times[variant] = row
+    for name in ("median_s", "min_s"):
+        assert times["cupy/planted-unobserved"][name] > times["cublas/gemm"][name]
 
 
 def test_the_stream_check_leaves_the_harness_stream_current_and_times_what_runs_on_it():

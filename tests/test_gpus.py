@@ -58,9 +58,43 @@ def test_pinning_sets_the_workers_gpu_and_respects_a_given_one(monkeypatch, tmp_
         assert shared == first == {"CUDA_VISIBLE_DEVICES": DEVICES[0]}  # a build shares the first GPU, held or not
     with gpus.pinned("cpu") as env:
         assert env == {}
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # SLURM (or the user) chose: nothing to hand out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # SLURM (or the user) chose one: used, and locked by its UUID
     with gpus.pinned("cuda") as env:
-        assert env == {}
+        assert env == {"CUDA_VISIBLE_DEVICES": "1"}
+        assert (tmp_path / f"{DEVICES[1]}.lock").exists()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the user's choice of several: handed out among them
     with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
         assert [first, second] == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
+
+
+def test_a_gpu_named_by_index_or_by_uuid_is_one_lock_whoever_names_it(monkeypatch, tmp_path):
+    """Two runs on one box, one given CUDA_VISIBLE_DEVICES=1 and the other its UUID, wait for each other."""
+    monkeypatch.setattr(gpus, "uuids", lambda: DEVICES)
+    monkeypatch.setattr(gpus, "LOCK_DIR", tmp_path)
+    assert gpus.lock_names(["1", DEVICES[1]], DEVICES) == [DEVICES[1]] * 2
+    assert gpus.lock_names(["GPU-ab"], ["GPU-abc1", "GPU-xyz"]) == ["GPU-abc1"]  # a UUID's prefix, as CUDA takes it
+    context = multiprocessing.get_context("fork")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    results = context.Queue()
+
+    def hold(given):
+        import os
+        os.environ["CUDA_VISIBLE_DEVICES"] = given
+        with gpus.pinned("cuda"):
+            start = time.monotonic()
+            time.sleep(0.3)
+            results.put((start, time.monotonic()))
+
+    jobs = [context.Process(target=hold, args=(given,)) for given in ("1", DEVICES[1])]
+    for job in jobs:
+        job.start()
+    spans = sorted(results.get(timeout=30) for _ in jobs)
+    for job in jobs:
+        job.join(timeout=10)
+    assert spans[0][1] <= spans[1][0]  # one after the other
+
+
+def test_the_lock_place_does_not_follow_tmpdir(monkeypatch, tmp_path):
+    import importlib
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert importlib.reload(gpus).LOCK_DIR == gpus.Path("/tmp/gemmbench-gpu-locks")

@@ -45,7 +45,10 @@ def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: in
     return {"gpu": device["gpu"], "gpu_uuid": device["gpu_uuid"], "host": device["host"], "device": device["device"],
             "workload": "gemm", "family": family, "variant": variant, "mode": mode, "m": m, "n": n, "k": k,
             "role": "baseline" if family == "cublas" else "",
-            "k0": None, "n0": None, "n1": None, "seed": 1234, "git_commit": "c0ffee", "git_dirty": False}
+            "k0": None, "n0": None, "n1": None, "seed": 1234, "git_commit": "c0ffee", "git_dirty": False,
+            "source_digest": "5eed5eed5eed5eed", "driver": device.get("driver"), "toolchain": "python=3.12.3",
+            "timing_gate": "checked" if device["peak_tflops"] else "unchecked: no known fp32 peak",
+            "failures_before": 0, "failure_history": ""}
 
 
 def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
@@ -207,6 +210,20 @@ def test_validation_matrix_shows_the_failed_cell(make_run, tmp_path):
     cells = [a for tag, a in _Elements(html).tags if tag == "td" and "status-failed" in a.get("class", "")]
     assert [cell["title"] for cell in cells] == [FAILED_MESSAGE]
     assert FAILED_MESSAGE in html.split('id="validation"')[1].split("</section>")[0]
+
+
+@pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run], ids=["cuda", "cpu"])
+def test_a_point_that_failed_before_and_an_ungated_timing_are_flagged(make_run, tmp_path):
+    run = make_run()
+    summary = run["summary"]
+    first = summary.index[summary["status"] == "ok"][0]
+    summary.loc[first, ["failures_before", "failure_history"]] = [2, "failed: a race | failed: a race"]
+    summary.loc[summary.index[1], "timing_gate"] = "unchecked: no known fp32 peak for Future GPU"
+    out_html, _ = _render(run, tmp_path)
+    html = out_html.read_text(encoding="utf-8")
+    failed_before = html.split("Points that failed before")[1].split("</table>")[0]
+    assert "failed: a race | failed: a race" in failed_before and summary.loc[first, "variant"] in failed_before
+    assert "unchecked: no known fp32 peak for Future GPU" in html.split("Timings not gated")[1]
 
 
 def _skip_or_fail(reason: str):

@@ -199,7 +199,14 @@ def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not()
             return 2e-6 + launches * 5e-6  # a fixed cost per event pair, then 5 µs per launch
 
     cfg = {"min_samples": 5, "max_samples": 5, "rel_precision": 0.01, "budget_s": 10, "min_time_s": 0}
-    launches, batched = timing.sample_batched(Batching(), lambda: None, 7e-6, cfg, "hot")
+    around = []
+
+    def prepare(launches, hold=None):  # the batch's sets, fewer where memory allows fewer (hold)
+        return hold or launches, lambda: None, lambda: around.append("before"), lambda: around.append("after")
+
+    launches, batched = timing.sample_batched(Batching(), 7e-6, cfg, "hot", prepare)
     assert launches == 15 and batched.summary()["median_s"] == pytest.approx(5e-6 + 2e-6 / 15)
-    assert timing.sample_batched(Batching(), lambda: None, 2e-4, cfg, "hot") == (1, None)
-    assert timing.sample_batched(Batching(), lambda: None, 7e-6, cfg, "cold") == (1, None)
+    assert around == ["before", "after"] * 5  # each batch prepared and accounted for, outside the timed region
+    assert timing.sample_batched(Batching(), 2e-4, cfg, "hot", prepare) == (1, None)
+    assert timing.sample_batched(Batching(), 7e-6, cfg, "cold", prepare) == (1, None)
+    assert timing.sample_batched(Batching(), 7e-6, cfg, "hot", lambda n: prepare(n, hold=1)) == (1, None)

@@ -1,5 +1,5 @@
-"""gemm: C = A·B, shapes (m, n, k): A m×k, B k×n, C m×n. The sweep is square (config `sizes`), the awkward shapes
-are listed in `validation_shapes`."""
+"""gemm: C = A·B, shapes (m, n, k): A m×k, B k×n, C m×n. The sweep is the square `sizes` and any listed `shapes`;
+the awkward shapes, validated only, are listed in `validation_shapes`."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,9 +18,9 @@ WORKLOAD = Workload(
     compared=("ladder", "pct_of_baseline"),
     # the cube root of m·n·k: n for a square shape, an awkward shape placed by its volume
     position=lambda d: np.cbrt(d["m"] * d["n"] * d["k"]), speedups=False,
-    sweep=lambda config: [(n, n, n) for n in config["sizes"]],
+    sweep=lambda config: [(n, n, n) for n in config["sizes"]] + [tuple(s) for s in config["shapes"]
+                                                                   if not s[0] == s[1] == s[2] in config["sizes"]],
     listed=lambda config: config["validation_shapes"],
-    config_keys={"sweep": ("sizes",), "listed": ("validation_shapes",)},
-    # a square shape is the sweep; any other is validated as an awkward one and timed as the sweep's only point
-    just=lambda d: {"sizes": [d["m"]], "validation_shapes": []} if d["m"] == d["n"] == d["k"] else
-    {"sizes": [1], "validation_shapes": [[d["m"], d["n"], d["k"]]]})
+    config_keys={"sweep": ("sizes", "shapes"), "listed": ("validation_shapes",)},
+    # the shape itself is the sweep's only point: validated and timed
+    just=lambda d: {"sizes": [], "shapes": [[d["m"], d["n"], d["k"]]], "validation_shapes": []})
