@@ -354,7 +354,7 @@ class CudaBackend(Backend):
         out.fill(cupy.nan)
         self.synchronize()
         with self._on_side():  # load the looking kernels now: loading one while the stream is held could wait for it
-            cupy.count_nonzero(cupy.isnan(out))
+            cupy.count_nonzero(~cupy.isnan(out)), cupy.count_nonzero(cupy.isnan(out))
             self._side.synchronize()
         with self._held():
             run()
