@@ -367,7 +367,7 @@ class CudaBackend(Backend):
             unfinished = int(cupy.count_nonzero(cupy.isnan(out)))
         if unfinished:
             return (f"{unfinished} of {out.size} outputs were unwritten when the harness's stream had finished its "
-                    f"work (work queued on another stream, which the harness's stream does not wait for)")
+                    f"work (work skipped, or queued on another stream that the harness's stream does not wait for)")
         return None
 
     @contextlib.contextmanager

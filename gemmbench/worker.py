@@ -257,14 +257,15 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     }
 
 
-AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, where the sampling's own time allows
+AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, where the time allows
+AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
 
 
-def _audit(backend, run, ledger: Ledger, budget_s: float) -> int:
+def _audit(backend, run, ledger: Ledger, sampled_s: float) -> int:
     """Untimed launches, each accounted for as a sample is, until the point has AUDIT_LAUNCHES checked launches in a
-    row, or for as long as its sampling took: a fault that fires once in a few dozen launches shows even where a
-    long kernel's precision was met in a few samples. Returns how many ran."""
-    deadline, ran = time.perf_counter() + budget_s, 0
+    row, for at most AUDIT_MAX_S and no longer than its sampling took: a fault that fires once in a few dozen launches
+    shows where a short timing (the tune stage's) met its precision in a few samples. Returns how many ran."""
+    deadline, ran = time.perf_counter() + min(sampled_s, AUDIT_MAX_S), 0
     while ledger.launches < AUDIT_LAUNCHES and time.perf_counter() < deadline:
         ledger.before()
         run()

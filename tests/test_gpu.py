@@ -196,6 +196,7 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
 
 
 DIFFERS = "differs from the first sample's, bit for bit"
+UNFINISHED = "unwritten when the harness's stream had finished its work"
 
 
 @pytest.mark.parametrize("variant, stage, says, timing", [(*control, "config") for control in [
@@ -210,7 +211,7 @@ DIFFERS = "differs from the first sample's, bit for bit"
     ("cupy/planted-pointer-cache", "bench", "differs from the first sample's, bit for bit"),
     ("cupy/planted-rare-swap", "bench", "differs from the first sample's, bit for bit"),
     ("cupy/planted-unreset-counter", "validate", "launch 2 of 2"),
-    ("cupy/planted-side-after-event", "bench", "")]])
+    ("cupy/planted-side-after-event", "bench", DIFFERS)]])
 def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says, timing):
     """Under every timing the project ships (tune's included)."""
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
@@ -224,9 +225,10 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
     if stage == "validate":
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
     elif checked["status"] == "ok":  # validation may also see it (another stream's result can arrive late)
-        assert timed["status"] == "failed" and says in timed["message"], timed["message"]
-    if variant == "cupy/planted-side-after-event" and checked["status"] == "ok":  # seen unfinished, now or later
-        assert any(words in timed["message"] for words in ("when the harness's stream had finished", DIFFERS))
+        # a kernel that skips work may already be skipping when the stream check looks (after the warm-up)
+        assert timed["status"] == "failed" and (says in timed["message"] or UNFINISHED in timed["message"]), \
+            timed["message"]
+
 
 
 @pytest.mark.parametrize("timing", TIMINGS)
