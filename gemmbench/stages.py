@@ -256,8 +256,12 @@ class Sittings:
 
 def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     variant = _variant(config, key)
-    tuned = read_json(tuning_path)["classes"] if tuning_path else {}
+    record = read_json(tuning_path) if tuning_path else {}
+    tuned = record.get("classes", {})
     classes = {size: c["params"] for size, c in tuned.items()} or None  # None: the configured parameters
+    # what the tuning measured each class's kernel at (its size, on its GPU model): a bench point that is much slower
+    # on the same kernel and shape is flagged (slower_than_tuning)
+    measured = {size: c["median_s"] for size, c in tuned.items() if c.get("median_s")}
     # A variant specialised per shape compiles every shape validation and bench will run, here and off the GPU lock.
     prepare = [shape.sizes for shape in _validation_shapes(config, variant, classes)
                if not plan.skip_reason(config, variant, shape)]
@@ -271,7 +275,8 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [], refused)
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
-           "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT))}
+           "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT)),
+           **({"tuned_median_s": measured, "tuned_on": record.get("gpu")} if measured else {})}
     write_json(out, row)
     return row
 
@@ -372,6 +377,7 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
         if found:
             row.update({k: found.get(k) for k in ("rel_error", "max_abs_error")})
         row.update(failure_columns(history[shapes[i].label]))
+        row.update(against_tuning(built, shapes[i], row))
         write_json(points_dir / f"{shapes[i].label}.json",
                    {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else [],
                     "history": history[shapes[i].label]})
@@ -384,6 +390,26 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
             rows[i], devices = kept[shape.label]["rows"][0], devices + kept[shape.label]["devices"]
     write_json(out, {"rows": rows, "devices": list({d["gpu_uuid"]: d for d in devices}.values())})
     return rows
+
+
+TUNING_SLACK = 1.15  # a point this much slower than its tuning measured the same kernel and shape is flagged
+
+
+def against_tuning(built: dict, shape: plan.Shape, row: dict) -> dict:
+    """slower_than_tuning: the point's median over the one its tuning measured on the same kernel at this shape (a
+    size class's own square shape), on the same GPU model, where that is over TUNING_SLACK; the message says so. A
+    kernel that runs slower in this run than when it was tuned (another GPU state, another process's work, or a fault
+    of the run) shows here instead of passing as its speed."""
+    sizes = set(shape.sizes.values())
+    tuned = (built.get("tuned_median_s") or {}).get(str(sizes.pop())) if len(sizes) == 1 else None
+    if row.get("status") != "ok" or not tuned or built.get("tuned_on") != tuning.gpu_slug(row.get("gpu") or ""):
+        return {}
+    ratio = row["median_s"] / tuned
+    if ratio <= TUNING_SLACK:
+        return {"slower_than_tuning": None}
+    return {"slower_than_tuning": ratio,
+            "message": f"{row['message']}; {ratio:.2f}x the time its tuning measured for this kernel and shape on "
+                       f"{built['tuned_on']}"}
 
 
 FAILED = ("failed", "error", "timeout", "oom")  # a point measured that did not pass: kept in its history

@@ -52,6 +52,27 @@ def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, t
     assert third["status"] == "ok" and third["failures_before"] == 1
 
 
+def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
+    """The check that would have caught cupy/07_vectorized at 22 TFLOP/s where its tuning had measured 35.7: the same
+    kernel at a size class's own shape, on the same GPU model, slower than TUNING_SLACK times the tuning's time."""
+    from gemmbench import backend as backends
+    from gemmbench import tune
+    from gemmbench.files import write_json
+
+    gpu = tune.gpu_slug(backends.cpu_model())
+    write_json(tmp_path / "tuning.json", {"gpu": gpu, "classes": {
+        "32": {"params": {"delay_ms": 20}, "median_s": 0.004},  # the kernel sleeps 20 ms: five times slower here
+        "128": {"params": {"delay_ms": 20}, "median_s": 1.0}}})  # measured slower than now: nothing to flag
+    key = "cpu/planted-tunable"
+    stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tuning.json")
+    stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    rows = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "bench.json")
+    flagged, fine = (next(r for r in rows if r["m"] == n) for n in (32, 128))
+    assert flagged["status"] == "ok" and flagged["slower_than_tuning"] > stages.TUNING_SLACK
+    assert f"the time its tuning measured for this kernel and shape on {gpu}" in flagged["message"]
+    assert fine["slower_than_tuning"] is None
+
+
 def test_a_race_that_fires_now_and_then_passes_validation_but_its_timing_is_not_published(cfg, tmp_path):
     # enough timed launches for the planted race's draws to fire; no bound on how long they take
     cfg["timing"].update(min_samples=200, max_samples=200, budget_s=3600, point_timeout_s=3600)

@@ -48,7 +48,7 @@ def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: in
             "k0": None, "n0": None, "n1": None, "seed": 1234, "git_commit": "c0ffee", "git_dirty": False,
             "source_digest": "5eed5eed5eed5eed", "driver": device.get("driver"), "toolchain": "python=3.12.3",
             "timing_gate": "checked" if device["peak_tflops"] else "unchecked: no known fp32 peak",
-            "failures_before": 0, "failure_history": ""}
+            "failures_before": 0, "failure_history": "", "slower_than_tuning": None}
 
 
 def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],
@@ -219,11 +219,13 @@ def test_a_point_that_failed_before_and_an_ungated_timing_are_flagged(make_run, 
     first = summary.index[summary["status"] == "ok"][0]
     summary.loc[first, ["failures_before", "failure_history"]] = [2, "failed: a race | failed: a race"]
     summary.loc[summary.index[1], "timing_gate"] = "unchecked: no known fp32 peak for Future GPU"
+    summary.loc[summary.index[2], ["slower_than_tuning", "message"]] = [1.61, "1.61x the time its tuning measured"]
     out_html, _ = _render(run, tmp_path)
     html = out_html.read_text(encoding="utf-8")
     failed_before = html.split("Points that failed before")[1].split("</table>")[0]
     assert "failed: a race | failed: a race" in failed_before and summary.loc[first, "variant"] in failed_before
     assert "unchecked: no known fp32 peak for Future GPU" in html.split("Timings not gated")[1]
+    assert "1.61x the time its tuning measured" in html.split("Points slower than their tuning measured")[1]
 
 
 def _skip_or_fail(reason: str):
