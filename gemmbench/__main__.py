@@ -5,6 +5,7 @@
   python -m gemmbench run cpu/b2b_unfused_numpy-blas --shape 4096x64x128x64
   python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
   python -m gemmbench report reports/examples/h100 --out report.html
+  python -m gemmbench tuning-check
 """
 from __future__ import annotations
 
@@ -73,6 +74,17 @@ def cmd_run(args) -> int:
               f"rel error {row['rel_error']:.3g}, throttled: {row['throttled']} {row.get('throttle_reasons') or ''}")
         print(f"  timing gate: {row['timing_gate']}")
     return 0 if row["status"] == "ok" else 1
+
+
+def cmd_tuning_check(args) -> int:
+    """Whether every committed tuning record still stands for the code it timed (no GPU, no compiler needed)."""
+    root = Path(args.root) if args.root else tune.COMMITTED
+    found = tune.stale(root)
+    count = len(list(root.glob("*/*/*/*.json")))
+    for line in found:
+        print(f"stale: {line}")
+    print(f"{count - len(found)} of {count} committed tuning records stand for the current code")
+    return 1 if found else 0
 
 
 def cmd_check_config(args) -> int:
@@ -181,6 +193,9 @@ def main(argv=None) -> int:
     run.add_argument("--shape", type=shape_text, help="MxNxK instead of --size (b2b variants: MxK0xN0xN1)")
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])
     run.set_defaults(func=cmd_run)
+    tuning = sub.add_parser("tuning-check", help="whether every committed tuning record stands for the current code")
+    tuning.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
+    tuning.set_defaults(func=cmd_tuning_check)
     check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")
     check.add_argument("files", nargs="+")
     check.set_defaults(func=cmd_check_config)

@@ -340,6 +340,16 @@ def _flagged(value) -> bool:
     return False if value is None or pd.isna(value) else bool(value)
 
 
+def _window_clock(r) -> str:
+    """The SM clock over the sampling window (its mean; NVML read every 10 ms), not the snapshot before it; that
+    snapshot only where the window has none (an older table)."""
+    for name in ("sm_clock_mean_mhz", "sm_clock_mhz"):
+        value = pd.to_numeric(getattr(r, name, None), errors="coerce")
+        if not pd.isna(value):
+            return f"{value:.0f}"
+    return ""
+
+
 def _best_per_family(summary: pd.DataFrame) -> list[dict]:
     """Per (gpu, mode, cache): rows = shapes, one cell per family with its fastest variant."""
     ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
@@ -353,7 +363,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": _format(r.tflops),
                                 "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
-                                "clock": "" if pd.isna(getattr(r, "sm_clock_mhz", None)) else f"{r.sm_clock_mhz:.0f}",
+                                "clock": _window_clock(r),
                                 "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
                                 "precision": _precision(r),
                                 "throttled": r.throttle_reasons if _flagged(getattr(r, "throttled", None)) else ""}

@@ -15,7 +15,7 @@ import sys
 import types
 from pathlib import Path
 
-from gemmbench import ROOT, provenance
+from gemmbench import ROOT, codekey, provenance
 from kernels import registry
 
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
@@ -45,9 +45,10 @@ def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int
 
 def settings(tune: dict, variant: registry.Variant) -> dict:
     """The tune settings a variant's result depends on: the generic search's, or those of the autotuner (a
-    variant's own search, such as MetaSchedule's, with its own trial budget and size classes)."""
+    variant's own search, such as MetaSchedule's, with its own trial budget and size classes), and the timing of
+    each trial (which decides what `fastest` means)."""
     own = tune["autotuner"] if variant.tuner else tune
-    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["sizes"]}
+    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["sizes"], "timing": tune["timing"]}
 
 
 def determining_files(variant: registry.Variant) -> list[str]:
@@ -79,17 +80,19 @@ def relevant(variant: registry.Variant | None, versions: dict) -> dict:
     return {name: version for name, version in versions.items() if name in names}
 
 
+# How a trial is measured, as far as its median goes (the timed region and the statistics): a change to it re-times
+# every record. The checks around the timed region (ledger.py) are not part of it.
+METHOD = 1
+
+
 def key(variant: registry.Variant, mode: str, settings: dict, with_compilers: dict | None = None) -> str:
-    """What a tuning result depends on: the files that determine the kernel (determining_files), the search space,
-    the tune settings (`settings`) and the variant's compilers (from `with_compilers`; default: this host's)."""
-    digest = hashlib.sha256()
-    for path in determining_files(variant):
-        digest.update(Path(path).read_bytes())
-    digest.update(json.dumps({"variant": variant.key, "mode": mode, "space": variant.space, "settings": settings,
-                              "compilers": relevant(variant, provenance.toolchain() if with_compilers is None
-                                                    else with_compilers)},
-                             sort_keys=True, default=list).encode())
-    return digest.hexdigest()[:16]
+    """What a tuning result depends on: the variant's code as its compilers see it (codekey: comments, docstrings,
+    layout and other rungs' declarations left out), the search space, the tune settings with the trial timing
+    (`settings`), the measuring method and the variant's compilers (from `with_compilers`; default: this host's)."""
+    return digest({"code": codekey.digest(variant), "variant": variant.key, "mode": mode, "space": variant.space,
+                   "settings": settings, "method": METHOD,
+                   "compilers": relevant(variant, provenance.toolchain() if with_compilers is None
+                                         else with_compilers)})
 
 
 def digest(data) -> str:
@@ -126,6 +129,26 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
         elif not variant.tuner and _covers(ran["settings"], wanted):
             record = reusable(path, key(variant, mode, ran["settings"], with_compilers))
     return path, record
+
+
+# Every module that declares variants with committed tuning (the opt-in ladders included), for `stale`
+DECLARING = ("kernels.cupy.tensorcore", "kernels.cupy.tma")
+
+
+def stale(root: Path = COMMITTED) -> list[str]:
+    """The committed records under `root` (<gpu>/<family>/<variant>/<mode>.json) that no longer stand for their
+    variant's code, each with why: a record's search settings and compilers are its own, so this asks only whether the
+    code it timed, its space and the measuring method are unchanged. Needs no GPU and no compiler."""
+    known = registry.load(DECLARING)
+    found = []
+    for path in sorted(root.glob("*/*/*/*.json")):
+        record = json.loads(path.read_text())
+        variant = known.get(record.get("variant"))
+        if variant is None:
+            found.append(f"{path.relative_to(root)}: no variant {record.get('variant')!r} is registered")
+        elif key(variant, record["mode"], record["settings"], record.get("compilers", {})) != record.get("key"):
+            found.append(f"{path.relative_to(root)}: its variant's code, space or measuring method changed")
+    return found
 
 
 def _covers(ran: dict, wanted: dict) -> bool:

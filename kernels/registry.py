@@ -88,7 +88,7 @@ class Variant:
 
 _REGISTRY: dict[str, Variant] = {}
 _ORIGIN: dict[str, str] = {}  # variant key -> the module that registered it
-BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.cupy.split_barriers", "kernels.numba.ladder",
+BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder",
                    "kernels.cpu.numpy_blas", "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused",
                    "kernels.b2b.fused")
 ROLES = ("", "baseline", "unfused")

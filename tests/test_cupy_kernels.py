@@ -14,9 +14,8 @@ import pytest
 
 from gemmbench import ROOT, tune
 from kernels import registry
-from kernels.cupy import split_barriers, tensorcore, tma
-from kernels.cupy.ladder import HERE, cdiv
-from kernels.cupy.ladder import RUNGS as LADDER_RUNGS
+from kernels.cupy import tensorcore, tma
+from kernels.cupy.ladder import HERE, RUNGS, cdiv
 
 
 def find_nvcc() -> str | None:
@@ -30,7 +29,6 @@ def find_nvcc() -> str | None:
 
 NVCC = find_nvcc()
 TENSOR_CORE_MODULES = ["kernels.cupy.tensorcore", "kernels.cupy.tma"]
-RUNGS = (*LADDER_RUNGS, split_barriers.RUNG)  # the FP32 rungs: the ladder's and rung 13, declared beside it
 RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 

@@ -228,6 +228,14 @@ def test_a_point_that_failed_before_and_an_ungated_timing_are_flagged(make_run, 
     assert "1.61x the time its tuning measured" in html.split("Points slower than their tuning measured")[1]
 
 
+def test_the_best_table_quotes_the_clock_over_the_sampling_window_not_the_snapshot_before_it(tmp_path):
+    run = _cuda_run()
+    run["summary"] = run["summary"].assign(sm_clock_mhz=1980.0, sm_clock_mean_mhz=1755.0)
+    out_html, _ = _render(run, tmp_path)
+    html = out_html.read_text(encoding="utf-8")
+    assert "1755 MHz" in html and "1980 MHz" not in html
+
+
 def _skip_or_fail(reason: str):
     # CI must exercise the browser check; elsewhere a missing browser is only a skip
     if os.environ.get("CI") == "true":

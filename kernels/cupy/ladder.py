@@ -1,4 +1,4 @@
-"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 12_async_transpose.cu), each a variant.
+"""The CuPy raw-CUDA ladder: one CUDA source per rung (01_naive.cu … 13_split_barriers.cu), each a variant.
 
 Each rung's kernel is a template over its tile parameters; CuPy compiles the instantiation a parameter set
 asks for (RawModule name expressions) with NVRTC. Rungs that read float4s also get a VEC=false instance for
@@ -101,6 +101,10 @@ def _transposed_smem(p) -> int:
     return p["STAGES"] * p["BK"] * (p["BM"] + 4 + p["BN"]) * 4
 
 
+def _split_barriers_smem(p) -> int:
+    return _transposed_smem(p) + 2 * p["STAGES"] * 8  # and a full and an empty mbarrier per stage
+
+
 def _swizzled_check(p) -> str | None:
     return (None if p["BK"] in (4, 8, 16, 32) else "the swizzle needs BK in 4, 8, 16, 32") or _vector_check(p)
 
@@ -171,6 +175,12 @@ RUNGS = (
          **{**_PIPELINED, "check": _transposed_copy_check, "dynamic_smem": _transposed_smem},
          description="cuBLAS's tile recipe with A transposed into shared memory by 4-byte cp.async: 8×16 "
                      "accumulators and double-buffered fragments within the register file"),
+    Rung("13_split_barriers.cu", "sgemm_split_barriers", _PIPELINED_TEMPLATE,
+         {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 8,
+          "STAGES": 3, "GROUP": 8, "MIN_BLOCKS": 1}, _PIPELINED_SPACE,
+         **{**_PIPELINED, "check": _transposed_copy_check, "dynamic_smem": _split_barriers_smem},
+         description="rung 12 with each stage handed over by two mbarriers (copies landed; every thread left it) "
+                     "instead of a block-wide barrier per k-tile, and no bounds tests in the copies of inner tiles"),
 )
 
 

@@ -1,0 +1,193 @@
+"""What a variant's compiler sees, in a canonical form: the key of its tuning records.
+
+A record stands as long as the code it timed stands. Raw file bytes made a comment in a shared file cost a re-tune of
+most of the ladder, so a variant's code is read the way its compiler reads it:
+
+- CUDA: each translation unit of its sources as the compiler sees it, the local `#include "..."` files expanded in
+  place (each once, as `#pragma once` and include guards make them), comments dropped and white space collapsed:
+  moving a helper into a shared header changes nothing where the unit comes out the same;
+- Python: the syntax trees, docstrings left out, of the definitions the variant reaches: its build, launch and check
+  functions, its own declaration in the module that registers it (the call that names its kernel file), and what
+  those use, followed into the kernels/ modules they import: a comment, a docstring or another rung's declaration
+  changes nothing; a Python source file it names (a Numba or TVM rung) counts whole, as its syntax tree.
+
+Nothing here needs a GPU or a compiler, so CI proves every committed record current (`tuning check`).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import sys
+import types
+from pathlib import Path
+
+from kernels import registry
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*$', re.MULTILINE)
+GUARD = re.compile(r"^\s*#\s*pragma\s+once\s*$", re.MULTILINE)
+COMMENTS = re.compile(r'//[^\n]*|/\*.*?\*/|("(?:\\.|[^"\\])*")', re.DOTALL)
+
+
+def _strip_comments(text: str) -> str:
+    return COMMENTS.sub(lambda m: m.group(1) or " ", text)
+
+
+def _tokens(text: str) -> str:
+    """One line per source line that holds anything, runs of white space as one space: preprocessor lines keep their
+    own line, the rest of the layout does not matter to the compiler."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
+def cuda_unit(path: Path, seen: set | None = None) -> str:
+    """The translation unit rooted at `path`, local includes expanded in place, each file once."""
+    seen = set() if seen is None else seen
+    path = path.resolve()
+    if path in seen:
+        return ""
+    seen.add(path)
+    text = GUARD.sub("", _strip_comments(path.read_text()))
+
+    def expand(match):
+        included = path.parent / match.group(1)
+        return cuda_unit(included, seen) if included.exists() else match.group(0)
+
+    return _tokens(INCLUDE.sub(expand, text))
+
+
+def cuda_roots(files: list[Path]) -> list[Path]:
+    """The CUDA files no other of `files` includes: the units the compiler is given."""
+    cuda = [f for f in files if f.suffix in (".cu", ".cuh")]
+    included = {(f.parent / name).resolve() for f in cuda for name in INCLUDE.findall(_strip_comments(f.read_text()))}
+    return [f for f in cuda if f.resolve() not in included]
+
+
+class _NoDocstrings(ast.NodeTransformer):
+    def _drop(self, node):
+        self.generic_visit(node)
+        body = getattr(node, "body", None)
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+        return node
+
+    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _drop
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(_NoDocstrings().visit(ast.parse(ast.unparse(node))), annotate_fields=False)
+
+
+def python_file(path: Path) -> str:
+    return _dump(ast.parse(path.read_text()))
+
+
+class _Module:
+    """A kernels/ module's top-level definitions by name, and what each name it imports refers to."""
+
+    def __init__(self, module: types.ModuleType):
+        self.name = module.__name__
+        self.tree = ast.parse(Path(module.__file__).read_text())
+        self.defined: dict[str, list[ast.AST]] = {}
+        self.imported: dict[str, tuple[str, str | None]] = {}  # local name -> (module, attribute or None)
+        for node in self.tree.body:
+            for name in _names_defined(node):
+                self.defined.setdefault(name, []).append(node)
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    self.imported[alias.asname or alias.name] = (target, None) if target in sys.modules else \
+                        (node.module, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    self.imported[alias.asname or alias.name.split(".")[0]] = (alias.name, None)
+
+
+def _names_defined(node: ast.AST) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _followed(name: str) -> bool:
+    """kernels/ modules that determine kernels (not the registry, nor those that only read what was compiled)."""
+    return name.startswith("kernels.") and name != registry.__name__ and \
+        getattr(sys.modules.get(name), "DETERMINES_KERNELS", True)
+
+
+class Declarations:
+    """The canonical definitions a variant reaches, collected across kernels/ modules."""
+
+    def __init__(self):
+        self.modules: dict[str, _Module] = {}
+        self.parts: dict[tuple[str, str], str] = {}
+
+    def _module(self, name: str) -> _Module | None:
+        if not _followed(name) or name not in sys.modules or not getattr(sys.modules[name], "__file__", None):
+            return None
+        if name not in self.modules:
+            self.modules[name] = _Module(sys.modules[name])
+        return self.modules[name]
+
+    def reach(self, module_name: str, name: str) -> None:
+        """The top-level definition `name` of a module, and everything it refers to."""
+        module = self._module(module_name)
+        if module is None or (module_name, name) in self.parts:
+            return
+        if name in module.defined:
+            nodes = module.defined[name]
+            self.parts[(module_name, name)] = "\n".join(_dump(node) for node in nodes)
+            for node in nodes:
+                self.uses(module, node)
+        elif name in module.imported:
+            target, attribute = module.imported[name]
+            if attribute:
+                self.reach(target, attribute)
+
+    def uses(self, module: _Module, node: ast.AST) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and \
+                    module.imported.get(inner.value.id, ("", "x"))[1] is None and inner.value.id in module.imported:
+                self.reach(module.imported[inner.value.id][0], inner.attr)  # ladder.Rung, tiles.cdiv
+            elif isinstance(inner, ast.Name):
+                self.reach(module.name, inner.id)
+
+    def declaration(self, module_name: str, variant: registry.Variant) -> None:
+        """The smallest call in the registering module that names the variant's own kernel file (its declaration,
+        such as a ladder.Rung(...) among others), and what it uses."""
+        module = self._module(module_name)
+        if module is None:
+            return
+        names = {Path(f).name for f in variant.source_files if Path(f).stem == variant.name}
+        calls = [node for node in ast.walk(module.tree) if names and isinstance(node, ast.Call) and any(
+            isinstance(arg, ast.Constant) and arg.value in names for arg in ast.walk(node))]
+        if calls:
+            own = min(calls, key=lambda call: sum(1 for _ in ast.walk(call)))
+            self.parts[(module_name, f"<declaration {sorted(names)}>")] = _dump(own)
+            self.uses(module, own)
+
+    def text(self) -> str:
+        return "\n".join(f"{module}:{name}\n{part}" for (module, name), part in sorted(self.parts.items()))
+
+
+def canonical(variant: registry.Variant) -> str:
+    """The variant's code as its compilers see it (see the module's docstring)."""
+    files = [Path(f) for f in variant.source_files]
+    parts = [f"cuda {root.name}\n{cuda_unit(root)}" for root in cuda_roots(files)]
+    parts += [f"python {f.name}\n{python_file(f)}" for f in files if f.suffix == ".py"]
+    found = Declarations()
+    for function in (variant.build, variant.run, variant.prepare, variant.unsupported, variant.check_params,
+                     variant.tuner):
+        if callable(function) and getattr(function, "__module__", None):
+            found.reach(function.__module__, function.__qualname__.split(".")[0])
+    found.declaration(registry.origin(variant.key), variant)
+    parts.append(found.text())
+    return "\n".join(parts)
+
+
+def digest(variant: registry.Variant) -> str:
+    return hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]

@@ -1,0 +1,72 @@
+"""A tuning record stands as long as the code it timed stands (gemmbench/codekey.py): comments, docstrings, layout,
+another rung's declaration, a helper moved into a header with the same unit leave every committed record current; a
+real change to a kernel re-keys its records and no others. All on the CPU, in copies of the tree."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, tree_copy
+
+COMMITTED = len(list((ROOT / "config" / "tuning").glob("*/*/*/*.json")))
+
+
+def check(tree: Path) -> tuple[int, list[str]]:
+    """`python -m gemmbench tuning-check` in `tree`: (records that stand, the stale ones)."""
+    done = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-check"], cwd=tree, capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+    standing = int(re.search(r"(\d+) of (\d+) committed tuning records stand", done.stdout).group(1))
+    return standing, [line for line in done.stdout.splitlines() if line.startswith("stale:")]
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path}: {old!r} not found"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_every_committed_record_stands_for_the_current_code():
+    assert check(ROOT) == (COMMITTED, [])
+
+
+def test_comments_and_docstrings_in_shared_files_leave_every_record_current(tmp_path):
+    """The files whose one-line comment made most committed records stale, when records were keyed by their bytes."""
+    tree = tree_copy(tmp_path / "tree")
+    for name, comment in (("kernels/tiles.py", "# a comment\n"), ("kernels/cupy/ladder.py", "# a comment\n"),
+                          ("kernels/cupy/common.cuh", "// a comment\n/* and\n another */\n"),
+                          ("kernels/cupy/tensorcore.py", "# a comment\n"), ("kernels/cupy/10_pipelined.cu",
+                                                                           "// a comment\n")):
+        path = tree / name
+        path.write_text(comment + path.read_text() + "\n" + comment)
+    edit(tree / "kernels/cupy/ladder.py", '"""The CuPy raw-CUDA ladder', '"""The CuPy raw-CUDA ladder, reworded')
+    assert check(tree) == (COMMITTED, [])
+
+
+def test_a_new_rung_leaves_every_other_rungs_record_current(tmp_path):
+    tree = tree_copy(tmp_path / "tree")
+    (tree / "kernels/cupy/14_toy.cu").write_text((tree / "kernels/cupy/01_naive.cu").read_text())
+    toy = ('    Rung("14_toy.cu", "sgemm_naive", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32)},\n'
+           '         threads=lambda p: p["BX"] * p["BY"], tile=lambda p: (p["BY"], p["BX"])),\n')
+    edit(tree / "kernels/cupy/ladder.py", '    Rung("13_split_barriers.cu",', toy + '    Rung("13_split_barriers.cu",')
+    assert check(tree) == (COMMITTED, [])
+
+
+def test_a_helper_moved_into_a_header_with_the_same_unit_leaves_every_record_current(tmp_path):
+    """The compiler sees the same translation unit, so it makes the same code: nothing to time again."""
+    tree = tree_copy(tmp_path / "tree")
+    source = tree / "kernels/cupy/13_split_barriers.cu"
+    text = source.read_text()
+    start = text.index("__device__ __forceinline__ unsigned smem_address")
+    end = text.index("template", start)
+    (tree / "kernels/cupy/barriers.cuh").write_text("#pragma once\n// mbarrier helpers\n" + text[start:end])
+    source.write_text(text[:start] + '#include "barriers.cuh"\n' + text[end:])
+    assert check(tree) == (COMMITTED, [])
+
+
+def test_a_kernel_edit_that_changes_code_re_keys_that_rungs_records_and_no_other(tmp_path):
+    tree = tree_copy(tmp_path / "tree")
+    edit(tree / "kernels/cupy/13_split_barriers.cu", "__device__ __forceinline__ unsigned smem_address",
+         "__device__ __forceinline__ unsigned smem_address_renamed(const void* p);\n"
+         "__device__ __forceinline__ unsigned smem_address")
+    standing, stale = check(tree)
+    assert standing == COMMITTED - 1 and len(stale) == 1 and "cupy/13_split_barriers/" in stale[0]
