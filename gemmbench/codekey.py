@@ -33,10 +33,22 @@ def _strip_comments(text: str) -> str:
     return COMMENTS.sub(lambda m: m.group(1) or " ", text)
 
 
+TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[A-Za-z_]\w*|\.?\d[\w.]*|::|->|<<=|>>=|<<|>>|&&|\|\||'
+                   r'\+\+|--|[-+*/%&|^!=<>]=|\S')
+
+
 def _tokens(text: str) -> str:
-    """One line per source line that holds anything, runs of white space as one space: preprocessor lines keep their
-    own line, the rest of the layout does not matter to the compiler."""
-    return "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    """The source as tokens: code as one stream, each preprocessor directive on a line of its own (its end is its
+    line's), so that neither white space nor where lines break matters, as it does not to the compiler."""
+    out, code = [], []
+    for line in re.sub(r"\\\n", " ", text).splitlines():
+        if line.lstrip().startswith("#"):
+            out += [" ".join(code), " ".join(TOKEN.findall(line))]
+            code = []
+        else:
+            code += TOKEN.findall(line)
+    out.append(" ".join(code))
+    return "\n".join(part for part in out if part)
 
 
 def cuda_unit(path: Path, seen: set | None = None) -> str:
@@ -184,7 +196,8 @@ def canonical(variant: registry.Variant) -> str:
                      variant.tuner):
         if callable(function) and getattr(function, "__module__", None):
             found.reach(function.__module__, function.__qualname__.split(".")[0])
-    found.declaration(registry.origin(variant.key), variant)
+    if variant.key in registry.declared():  # a variant made outside the registry has no declaration to find
+        found.declaration(registry.origin(variant.key), variant)
     parts.append(found.text())
     return "\n".join(parts)
 

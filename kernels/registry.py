@@ -110,6 +110,11 @@ def register(variant: Variant) -> Variant:
     return variant
 
 
+def declared() -> set[str]:
+    """The keys of the variants registered so far."""
+    return set(_ORIGIN)
+
+
 def origin(key: str) -> str:
     """The module whose code registered the variant (its declaration: launch shape, checks, defaults)."""
     return _ORIGIN[key]

@@ -175,7 +175,7 @@ def test_a_point_runs_the_class_nearest_its_size():
 
 def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     source = tmp_path / "k.cu"
-    source.write_text("// v1")
+    source.write_text("__global__ void k(float* c) { c[0] = 1.f; }  // v1")
     variant = registry.Variant("cupy", "k", "cuda", ("fp32",), build=None, run=None, space={"T": (1, 2)},
                                source_files=(str(source),))
     settings = {"trials": 4, "seed": 0, "sizes": [64]}
@@ -185,7 +185,9 @@ def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     same_compilers = tune.compilers()
     assert before == tune.key(variant, "fp32", settings, same_compilers)
     assert before != tune.key(variant, "fp32", settings, {**same_compilers, "nvrtc": "0.0"})
-    source.write_text("// v2")
+    source.write_text("// another comment\n__global__ void k(float* c)\n{\n    c[0] = 1.f;  /* v2 */\n}\n")
+    assert before == tune.key(variant, "fp32", settings)  # comments and layout: the compiler sees the same
+    source.write_text("__global__ void k(float* c) { c[0] = 2.f; }")
     assert before != tune.key(variant, "fp32", settings)
 
 
