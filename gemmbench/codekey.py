@@ -86,8 +86,20 @@ class _NoDocstrings(ast.NodeTransformer):
     visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _drop
 
 
+def _plain(node) -> str:
+    """A syntax tree as text, fields that are empty or None left out: Python versions add fields (3.12's type_params)
+    that older trees lack, and the key must be the same under every Python that runs the project."""
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={_plain(value)}" for name, value in ast.iter_fields(node)
+                  if value is not None and value != [] and name != "ctx"]
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(_plain(item) for item in node)}]"
+    return repr(node)
+
+
 def _dump(node: ast.AST) -> str:
-    return ast.dump(_NoDocstrings().visit(ast.parse(ast.unparse(node))), annotate_fields=False)
+    return _plain(_NoDocstrings().visit(ast.parse(ast.unparse(node))))
 
 
 def python_file(path: Path) -> str:

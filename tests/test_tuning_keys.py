@@ -29,6 +29,15 @@ def test_every_committed_record_stands_for_the_current_code():
     assert check(ROOT) == (COMMITTED, [])
 
 
+def test_the_code_key_leaves_out_what_one_python_version_adds_to_a_syntax_tree():
+    """Python 3.12 gave functions and classes type_params; the GPU node's Python and CI's must key alike."""
+    from gemmbench import codekey
+    from kernels import registry
+
+    text = codekey.canonical(registry.load()["cupy/07_vectorized"])
+    assert "FunctionDef(" in text and "type_params" not in text and "ctx=" not in text
+
+
 def test_comments_and_docstrings_in_shared_files_leave_every_record_current(tmp_path):
     """The files whose one-line comment made most committed records stale, when records were keyed by their bytes."""
     tree = tree_copy(tmp_path / "tree")
