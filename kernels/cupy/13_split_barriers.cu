@@ -16,8 +16,9 @@
 //    column, grouped block order, zero-filled edges) is rung 12's kernel.
 #include "12_async_transpose.cu"
 
-// mbarriers (tc05_tma.cu has the same helpers for its TMA pipeline; see kernels/cupy/split_barriers.py for why they
-// are not shared yet). A barrier completes a phase when all its arrivals are in; a waiter names the phase by parity.
+// mbarriers (tc05_tma.cu has the same helpers, named and ordered otherwise, for its TMA pipeline: one header for both
+// changes both units, so it waits for their records to be re-keyed on proof of the same SASS). A barrier completes a
+// phase when all its arrivals are in; a waiter names the phase by parity.
 __device__ __forceinline__ unsigned smem_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
