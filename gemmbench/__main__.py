@@ -129,6 +129,7 @@ def cmd_report(args) -> int:
     import pandas as pd
 
     from gemmbench import plots, tables
+    from gemmbench.report import methodology as report_methodology
     from gemmbench.report import render_report
 
     folder = Path(args.tables)
@@ -146,7 +147,7 @@ def cmd_report(args) -> int:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
-                      methodology=stages.methodology(cfg, devices),
+                      methodology=report_methodology(cfg, devices),
                       compared_with=(args.compare, tables.read(args.compare)) if args.compare else None)
     print(f"wrote {args.out}")
     return 0

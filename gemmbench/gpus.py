@@ -97,6 +97,22 @@ def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5,
 
 
 @contextlib.contextmanager
+def environment(env: dict):
+    """os.environ with `env` set while the block runs, for the worker processes a library starts on its own (TVM's
+    search), and as it was after it."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def pinned(device: str, exclusive: bool = True):
     """Environment for the workers of a job on `device`: for a CUDA job, one GPU of its own while the block runs.
     A job that launches nothing on it (a build: compiling, loading modules, reading their facts) takes the first

@@ -9,17 +9,15 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 
-from gemmbench import ROOT, checking, gpus, plan, provenance, workloads
+from gemmbench import ROOT, gpus, plan, provenance, workloads
 from gemmbench import backend as backends
 from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
 from gemmbench.supervise import run_task
 from gemmbench.task import Point, Task
-from gemmbench.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -196,7 +194,7 @@ def _autotune(config: dict, variant, mode: str, gpu: str, settings: dict, expect
     keeps the candidates and seconds of every sitting, updated after each round (a sitting cut short keeps them)."""
     previous = read_json(committed)["classes"] if committed.exists() else {}
     classes = {}
-    with gpus.pinned(variant.device) as env, mock.patch.dict(os.environ, env):  # the search's workers inherit it
+    with gpus.pinned(variant.device) as env, gpus.environment(env):  # the search's own workers inherit it
         for size in settings["sizes"]:
             sittings = Sittings(Path(out).with_suffix("") / str(size), previous.get(str(size)))
 
@@ -458,79 +456,9 @@ def plot(tables_dir, pngs: list) -> dict:
     return plot_all(t["summary"], t["validation"], t["devices"], Path(pngs[0]).parent, [Path(p).stem for p in pngs])
 
 
-def methodology(config: dict, devices: list[dict]) -> dict:
-    """How the numbers were made, in words, for the devices this run used (a CPU-only run gets no CUDA entries)."""
-    timing, gpu = config["timing"], any(d.get("device") == "cuda" for d in devices)
-    entries = {
-        "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage, bf16 operands in the bf16 mode)",
-        "Device time": ("CUDA events around one launch queued behind a spinning kernel (as nvbench does), so the "
-                        "host's launch overhead is excluded; CPU variants: wall time per call") if gpu else
-                       "wall time per call (a CPU run: no device timer)",
-        "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
-                     "launches after the first",
-        "Batched time": "for kernels under 100 µs with a hot cache, also the time per launch of as many launches in a "
-                        "row (between one pair of events on a GPU) as span 100 µs (batched_median_s), beside the "
-                        "one-launch median that every figure and ratio uses (median_s)",
-        "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
-                    f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
-                    f"points back to back, so only its first point waits that long); on a GPU the warm-up goes on, in "
-                    f"{SETTLE_WINDOW_S} s windows, while a power or thermal slowdown is still lowering "
-                    f"the clock under this kernel's own load (until two windows' mean clocks agree within "
-                    f"{SETTLE_CLOCK_REL:.0%}, at most {SETTLE_MAX_S} s; settle_s), "
-                    f"then samples until the 95% "
-                    f"confidence half-width of the median (never below half the timer's step) is below "
-                    f"{timing['rel_precision']:.2%} of it from at least {timing['min_samples']} samples (converged) "
-                    f"and "
-                    f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
-                    f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
-                    f"{timing['min_samples']})",
-        "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
-                 f"region)",
-        "What was timed": "every timed launch is accounted for, outside the timed region: before each sample the "
-                          "output is poisoned with NaN and the inputs alternate between two copies at different "
-                          "addresses, a copy used again having its first operand negated (exact in every mode, so a "
-                          "result kept from an earlier launch is wrong); after each sample an order-sensitive "
-                          "fingerprint of the output's bits (salted per point, the sign undone) must equal the first "
-                          "sample's; two samples drawn at random (reservoir sampling, a host generator) and the last "
-                          "are compared in full with the fp64 reference, and the guard bands must hold; batched "
-                          "samples give every launch its own inputs and poisoned output, fingerprinted alike; "
-                          "untimed launches, checked the same way, follow until the point has 64 checked launches, "
-                          "for at most 0.5 s and no longer than its sampling took. A variant whose work does not "
-                          "run on the harness's stream, or is unfinished when that stream's work is done (work "
-                          "skipped, or on a side stream it does not wait for), is not timed. Every reported time "
-                          "(median, fastest sample, batched) above "
-                          "the device's peak, or beyond its memory for operands its L2 cannot hold, is refused; a "
-                          "device with no known peak is marked unchecked (timing_gate). A point that failed in an "
-                          "earlier run keeps that history (failures_before). What this costs per point: "
-                          "sampling_overhead_s and check_s in the bench records",
-        "Clocks": "NVML read after warm-up, every 10 ms while sampling and after it: the SM clock's mean and minimum "
-                  "over the window, temperature, power and slowdown reasons; a point with a power or thermal "
-                  "slowdown or a clock drop over 5% is flagged as throttled",
-        "Peak": "SM count × max SM clock × FLOP per clock per SM for the mode (FP32 FFMA, or dense TF32 tensor cores); "
-                "pct_of_peak_at_clock uses the window's mean SM clock instead. A CPU's peak, which only gates its "
-                "times, is bounded by logical cores × FP32 lanes of its widest vector unit × 2 FMA pipes × 2 × its "
-                "highest clock (cpufreq's maximum, else 6.5 GHz)",
-        "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
-                       "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
-        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN "
-                      f"inside NaN guard bands; two launches; fp64 reference (on the GPU for GPU variants); pass if "
-                      f"every output is written, nothing outside it, ‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and "
-                      f"every element's error ≤ {checking.ELEMENT_FACTOR} × tolerance × the root-sum-square of its "
-                      f"products; a tuned variant also at an off-tile shape per size class",
-        "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",
-        "Provenance": "every row names the digest of the sources that ran (source_digest: the harness and the files "
-                      "that determine its variant), the git commit (and whether the tree was edited), the driver and "
-                      "the toolchain (Python, the kernel libraries, cuBLAS, NVRTC, NVVM, nvcc, the CUDA toolkit) of "
-                      "the worker that measured it; a new driver or toolchain rebuilds, re-validates and re-measures",
-    }
-    if not gpu:
-        for name in ("Clocks", "% of cuBLAS"):
-            entries.pop(name)
-    return entries
-
-
 def report(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
+    from gemmbench import report as report_module
     from gemmbench import tables
     from gemmbench.report import render_report
 
@@ -540,5 +468,5 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
     render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out),
-                  methodology=methodology(config, t["devices"]),
+                  methodology=report_module.methodology(config, t["devices"]),
                   compared_with=(other, tables.read(other)) if other else None)

@@ -98,3 +98,14 @@ def test_the_lock_place_does_not_follow_tmpdir(monkeypatch, tmp_path):
     import importlib
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert importlib.reload(gpus).LOCK_DIR == gpus.Path("/tmp/gemmbench-gpu-locks")
+
+
+def test_a_jobs_environment_is_set_for_the_block_and_restored_after(monkeypatch):
+    """For the worker processes a library starts itself (TVM's search): set while the job runs, as before after."""
+    import os
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.delenv("GEMMBENCH_TEST_UNSET", raising=False)
+    with gpus.environment({"CUDA_VISIBLE_DEVICES": DEVICES[1], "GEMMBENCH_TEST_UNSET": "1"}):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == DEVICES[1] and os.environ["GEMMBENCH_TEST_UNSET"] == "1"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and "GEMMBENCH_TEST_UNSET" not in os.environ
