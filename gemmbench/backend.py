@@ -153,7 +153,8 @@ class Backend:
         pass
 
     def fingerprint(self, out, sign: int, salt: int, into) -> None:
-        """Queue the fingerprint of `out` (its sign flipped back where `sign` is -1) into the one-element `into`."""
+        """Queue the fingerprint of `out` (its sign flipped back where `sign` is -1) into the one-element `into`, which
+        holds zero."""
         into[0] = _fingerprint_numpy(out.reshape(-1).view(np.uint32), 0x80000000 if sign < 0 else 0, salt)
 
     def to_host(self, x):
@@ -208,6 +209,7 @@ class Backend:
         return facts
 
     def identity(self) -> dict:
+        peak, basis = cpu_peak()
         return {
             "device": "cpu",
             "gpu": cpu_model(),
@@ -215,8 +217,8 @@ class Backend:
             "host": socket.gethostname(),
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
-            "peak_tflops": cpu_peak()[0],
-            "peak_basis": cpu_peak()[1],
+            "peak_tflops": peak,
+            "peak_basis": basis,
             "versions": provenance.toolchain(),
         }
 
@@ -307,8 +309,7 @@ class CudaBackend(Backend):
         self.stream.synchronize()
 
     def fingerprint(self, out, sign: int, salt: int, into) -> None:
-        into.fill(0)
-        n = out.size
+        n = out.size  # `into` is zero: the kernel's blocks add into it
         blocks = min(max(1, -(-n // 256)), 4 * self._sms)
         self._fingerprint((blocks,), (256,), (out, np.uint64(n), np.uint32(0x80000000 if sign < 0 else 0),
                                               np.uint64(salt), into), stream=self.stream)

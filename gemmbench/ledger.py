@@ -60,12 +60,12 @@ class Ledger:
         self.draws = random.Random(seed ^ random.SystemRandom().getrandbits(64))
         self.salt = self.draws.getrandbits(63)
         self.prints = []  # per sample: the fingerprint slots it filled
-        self.fingerprints = self.xp.zeros(0, dtype=self.xp.uint64)
-        self.slots = 0
+        self.fingerprints = self.xp.zeros(0, dtype=self.xp.uint64)  # one zeroed slot per launch, filled once
+        self.launches = 0  # launches fingerprinted so far
         self.held: list[tuple[int, object, int]] = []  # (sample, output copy, its sign)
         self.samples = 0
         self.current = self.last = self.sets[0]
-        self._turn = 0
+        self._turn = self._launch = 0
 
     def _copy(self) -> Set:
         """Another copy of the inputs (at other addresses, with their original sign) and an output of its own."""
@@ -122,21 +122,16 @@ class Ledger:
     def after_batch(self) -> None:
         self._take(self.batch_sets)
 
-    @property
-    def launches(self) -> int:
-        """Launches fingerprinted so far."""
-        return self.slots
-
     def _take(self, sets: list[Set]) -> None:
-        need = self.slots + len(sets)
+        need = self.launches + len(sets)
         if need > len(self.fingerprints):  # grown by doubling; the sums stay on the device until the end
             grown = self.xp.zeros(max(2 * len(self.fingerprints), need, 64), dtype=self.xp.uint64)
-            grown[:self.slots] = self.fingerprints[:self.slots]
+            grown[:self.launches] = self.fingerprints[:self.launches]
             self.fingerprints = grown
         for s in sets:
-            self.backend.fingerprint(s.out, s.sign, self.salt, self.fingerprints[self.slots:self.slots + 1])
-            self.slots += 1
-        self.prints.append((self.slots - len(sets), len(sets)))
+            self.backend.fingerprint(s.out, s.sign, self.salt, self.fingerprints[self.launches:self.launches + 1])
+            self.launches += 1
+        self.prints.append((self.launches - len(sets), len(sets)))
         self.last = sets[-1]
         self.samples += 1
         # reservoir sampling: each sample so far is held with the same chance, HELD / samples
@@ -153,7 +148,7 @@ class Ledger:
     def differing(self) -> tuple[int, str]:
         """(samples whose output is not the first sample's, bit for bit once the sign is undone, what the first such
         one ran on)."""
-        sums = self.backend.to_host(self.fingerprints[:self.slots])
+        sums = self.backend.to_host(self.fingerprints[:self.launches])
         if not len(sums):
             return 0, ""
         bad = [i for i, (start, count) in enumerate(self.prints) if np.any(sums[start:start + count] != sums[0])]
