@@ -43,6 +43,7 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
 def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, tmp_path):
     """A rerun measures a failed point again; the `ok` it may then get says how often, and why, it failed before."""
     key, size = "cpu/planted-fails-first-time", 32
+    cfg["timing"]["point_timeout_s"] = 600  # no watchdog is tested here: no bound a loaded machine could reach
     _, _, first = run_stages(cfg, tmp_path, key, size)
     assert first["status"] == "failed" and first["failures_before"] == 0
     _, _, second = run_stages(cfg, tmp_path, key, size)
@@ -64,6 +65,7 @@ def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
         "32": {"params": {"delay_ms": 20}, "median_s": 0.004},  # the kernel sleeps 20 ms: five times slower here
         "128": {"params": {"delay_ms": 20}, "median_s": 1.0}}})  # measured slower than now: nothing to flag
     key = "cpu/planted-tunable"
+    cfg["timing"]["point_timeout_s"] = 600  # no watchdog is tested here: no bound a loaded machine could reach
     stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tuning.json")
     stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
     rows = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "bench.json")
