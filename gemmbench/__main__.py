@@ -6,6 +6,7 @@
   python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
   python -m gemmbench report reports/examples/h100 --out report.html
   python -m gemmbench tuning-check
+  python -m gemmbench tuning-migrate
 """
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ def cmd_tuning_check(args) -> int:
         print(f"stale: {line}")
     print(f"{count - len(found)} of {count} committed tuning records stand for the current code")
     return 1 if found else 0
+
+
+def cmd_tuning_migrate(args) -> int:
+    """Re-key the stale committed records whose winners compile to the code they were timed as (no GPU)."""
+    root = Path(args.root) if args.root else tune.COMMITTED
+    said = tune.migrate(root)
+    for line in said:
+        print(line)
+    left = len(tune.stale(root))
+    print(f"{sum('migrated' in line for line in said)} records migrated; {left} stale (the tune stage searches those)")
+    return 1 if left else 0
 
 
 def cmd_check_config(args) -> int:
@@ -197,6 +209,9 @@ def main(argv=None) -> int:
     tuning = sub.add_parser("tuning-check", help="whether every committed tuning record stands for the current code")
     tuning.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
     tuning.set_defaults(func=cmd_tuning_check)
+    migrate = sub.add_parser("tuning-migrate", help="re-key stale committed tuning records whose code compiles the same")
+    migrate.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
+    migrate.set_defaults(func=cmd_tuning_migrate)
     check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")
     check.add_argument("files", nargs="+")
     check.set_defaults(func=cmd_check_config)

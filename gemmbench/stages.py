@@ -135,7 +135,8 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
     record = {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
-              "compilers": tuning.compilers(variant), "space": variant.space, "classes": classes, "trials": trials}
+              "compilers": tuning.compilers(variant), "space": variant.space, "classes": classes,
+              "generated": tuning.generated(variant, mode, classes), "trials": trials}
     write_json(out, record)
     return record
 

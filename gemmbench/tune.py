@@ -16,6 +16,7 @@ import types
 from pathlib import Path
 
 from gemmbench import ROOT, codekey, provenance
+from gemmbench.files import write_json
 from kernels import registry
 
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
@@ -149,6 +150,50 @@ def stale(root: Path = COMMITTED) -> list[str]:
         elif key(variant, record["mode"], record["settings"], record.get("compilers", {})) != record.get("key"):
             found.append(f"{path.relative_to(root)}: its variant's code, space or measuring method changed")
     return found
+
+
+def generated(variant: registry.Variant, mode: str, classes: dict) -> dict | None:
+    """What the compiler makes of each class's winner (Variant.generated), by class size; None for a variant
+    without the hook."""
+    if variant.generated is None:
+        return None
+    return {size: variant.generated(mode, found["params"]) for size, found in classes.items()}
+
+
+def migrate(root: Path = COMMITTED) -> list[str]:
+    """Re-key the committed records that are stale only by their key: those whose space is the variant's and whose
+    every class winner comes out of the compiler as it did when it was timed (the same digests, compiler and launch
+    settings). Says what it did with each stale record; the others need a GPU (the tune stage searches again)."""
+    known = registry.load(DECLARING)
+    said = []
+    for path in sorted(root.glob("*/*/*/*.json")):
+        record = json.loads(path.read_text())
+        variant = known.get(record.get("variant"))
+        name = path.relative_to(root)
+        if variant is None:
+            said.append(f"{name}: no variant {record.get('variant')!r} is registered; left as it is")
+            continue
+        now = key(variant, record["mode"], record["settings"], record.get("compilers", {}))
+        if now == record.get("key"):
+            continue
+        stored = record.get("generated")
+        if not stored or variant.generated is None:
+            said.append(f"{name}: stale, and no generated code to compare (the tune stage will search again)")
+            continue
+        if json.loads(json.dumps(variant.space)) != record.get("space"):
+            said.append(f"{name}: stale: its search space changed (the tune stage will search again)")
+            continue
+        current = generated(variant, record["mode"], record["classes"])
+        changed = [size for size in stored if stored[size] != current.get(size)]
+        compilers = {c["compiler"] for c in current.values()} ^ {c["compiler"] for c in stored.values()}
+        if compilers:
+            said.append(f"{name}: stale; its code digests were taken by {sorted(compilers)}, not this host's compiler")
+        elif changed:
+            said.append(f"{name}: stale: the code of the winners at n={', '.join(changed)} changed (a GPU re-times it)")
+        else:
+            write_json(path, {**record, "key": now})
+            said.append(f"{name}: migrated: every class winner compiles to the same code")
+    return said
 
 
 def _covers(ran: dict, wanted: dict) -> bool:

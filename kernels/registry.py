@@ -56,6 +56,8 @@ class Variant:
     source_files                                files whose edits must rebuild the variant (default: build's module)
     compilers                                   the toolchain entries (provenance.toolchain's names) that turn its
                                                 source into machine code; its tuning is keyed on these (empty: all)
+    generated(mode, params) -> dict             what the compiler makes of a parameter set (digests, launch settings),
+                                                with no GPU: a tuning record is migrated while its winners' stays the same
     prepare(artifact, *sizes) -> None           for variants whose kernels are specialised per shape: compile (not
                                                 run) the one for this shape now, so that the build stage does it
                                                 for every planned shape while another job holds the GPU
@@ -75,6 +77,7 @@ class Variant:
     source_files: tuple[str, ...] = ()
     compilers: tuple[str, ...] = ()
     prepare: Callable[..., None] | None = None
+    generated: Callable[[str, Mapping], dict] | None = None
     description: str = ""
     workload: str = "gemm"
     # "baseline": what every other variant of its workload and mode is compared with (cuBLAS); "unfused": a

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from kernels import generated
 from kernels.registry import NVRTC, Built, Variant, register
 from kernels.tiles import accumulators, block_threads, cdiv, divides, static_smem, warp_threads, warp_tiles
 
@@ -231,6 +232,22 @@ def _run(compiled: Compiled, a, b, c, stream) -> None:
                              stream=stream)
 
 
+# Shapes whose launch geometry a code digest records: a square one and one off every tile
+PROBE_SHAPES = ((4096, 4096), (1000, 777))
+
+
+def code(rung: Rung, params: Mapping, units: tuple[tuple[str, ...], ...] = (), persistent: bool = False) -> dict:
+    """What NVRTC makes of the rung's instantiations for `params` (and of `units`, more programs of its file, each a
+    list of name expressions), and how they are launched: a tuning trial's identity (kernels/generated.py)."""
+    flags = (True, False) if rung.vec else (None,)
+    programs = ((*(rung.expression(params, flag) for flag in flags),), *units)
+    options = ("-std=c++17", *rung.options) if rung.options else ("-std=c++17", generated.ARCH)
+    texts = [generated.ptx(HERE / rung.file, list(names), options) for names in programs]
+    return {"compiler": generated.nvrtc_version(), "ptx": generated.digest("\n".join(texts)),
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in PROBE_SHAPES],
+                       "dynamic_smem": rung.dynamic_smem(params), "persistent": persistent}}
+
+
 def _unsupported(m, n, k, params) -> str | None:
     if max(m * k, k * n, m * n) >= INT32_ELEMENTS:
         return "a matrix with 2^31 or more elements (the kernels index with 32-bit int)"
@@ -247,7 +264,8 @@ def variant(rung: Rung, modes: tuple[str, ...] = ("fp32",)) -> Variant:
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
                    unsupported=_unsupported, source_files=(str(HERE / rung.file), str(HERE / "common.cuh"),
                                                            *(str(HERE / f) for f in _includes(rung.file))),
-                   compilers=NVRTC, description=rung.description)
+                   compilers=NVRTC, description=rung.description,
+                   generated=lambda mode, params: code(rung, params))
 
 
 def _includes(file: str) -> list[str]:

@@ -152,7 +152,10 @@ def variant(rung: ladder.Rung) -> Variant:
                 raise ValueError(f"{rung.name} issues wgmma, which only sm_90 GPUs have (this one is sm_{capability})")
         return by_mode[mode].build(mode, params, cache_dir)
 
-    return dataclasses.replace(next(iter(by_mode.values())), modes=tuple(by_mode), build=build)
+    def generated(mode, params):
+        return by_mode[mode].generated(mode, params)
+
+    return dataclasses.replace(next(iter(by_mode.values())), modes=tuple(by_mode), build=build, generated=generated)
 
 
 for _rung in RUNGS:

@@ -158,7 +158,11 @@ def _variant(rung: ladder.Rung):
             k_major = module.get_function(name)
         return dataclasses.replace(built, artifact=Launch(built.artifact, k_major))
 
-    return dataclasses.replace(base, build=build, run=_run)
+    def generated(mode, params):
+        k_major = ((f"k_major_tf32<{TRANSPOSE_TILE}>",),) if mode == "tf32" and rung.kernel == "tc_tma_bf16" else ()
+        return ladder.code(tensorcore.in_mode(rung, mode), params, k_major, rung.name in PERSISTENT)
+
+    return dataclasses.replace(base, build=build, run=_run, generated=generated)
 
 
 def _rows_aligned(launch: Launch, name: str, x, stream) -> tuple:
