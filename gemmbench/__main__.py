@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     tuning = sub.add_parser("tuning-check", help="whether every committed tuning record stands for the current code")
     tuning.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
     tuning.set_defaults(func=cmd_tuning_check)
-    migrate = sub.add_parser("tuning-migrate", help="re-key stale committed tuning records whose code compiles the same")
+    migrate = sub.add_parser("tuning-migrate", help="re-key stale committed records whose code compiles the same")
     migrate.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
     migrate.set_defaults(func=cmd_tuning_migrate)
     check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")

@@ -132,15 +132,11 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     return path, record
 
 
-# Every module that declares variants with committed tuning (the opt-in ladders included), for `stale`
-DECLARING = ("kernels.cupy.tensorcore", "kernels.cupy.tma")
-
-
 def stale(root: Path = COMMITTED) -> list[str]:
     """The committed records under `root` (<gpu>/<family>/<variant>/<mode>.json) that no longer stand for their
     variant's code, each with why: a record's search settings and compilers are its own, so this asks only whether the
     code it timed, its space and the measuring method are unchanged. Needs no GPU and no compiler."""
-    known = registry.load(DECLARING)
+    known = registry.load()
     found = []
     for path in sorted(root.glob("*/*/*/*.json")):
         record = json.loads(path.read_text())
@@ -164,7 +160,7 @@ def migrate(root: Path = COMMITTED) -> list[str]:
     """Re-key the committed records that are stale only by their key: those whose space is the variant's and whose
     every class winner comes out of the compiler as it did when it was timed (the same digests, compiler and launch
     settings). Says what it did with each stale record; the others need a GPU (the tune stage searches again)."""
-    known = registry.load(DECLARING)
+    known = registry.load()
     said = []
     for path in sorted(root.glob("*/*/*/*.json")):
         record = json.loads(path.read_text())
@@ -183,7 +179,7 @@ def migrate(root: Path = COMMITTED) -> list[str]:
         if json.loads(json.dumps(variant.space)) != record.get("space"):
             said.append(f"{name}: stale: its search space changed (the tune stage will search again)")
             continue
-        current = generated(variant, record["mode"], record["classes"])
+        current = json.loads(json.dumps(generated(variant, record["mode"], record["classes"])))  # tuples as stored
         changed = [size for size in stored if stored[size] != current.get(size)]
         compilers = {c["compiler"] for c in current.values()} ^ {c["compiler"] for c in stored.values()}
         if compilers:

@@ -1,5 +1,12 @@
 """What a compiler makes of a kernel, as a digest: the proof that an edit left a tuned kernel's code alone.
 
+The digest is of the machine code NVRTC makes for the target (its cubin: SASS), not of its PTX, which NVRTC 13.5
+does not make deterministically (register numbering and the order of moves differ from run to run), nor of its NVVM
+IR, which keeps the names of inlined helpers. Renamed or moved helpers, comments and layout leave the cubin alone; a
+change to what the kernel executes does not. NVRTC also records the working directory and the names files are
+included by, so it compiles in "/" with the included files given by file name (`machine_code`): the digest is the same
+in every clone and wherever a file sits.
+
 NVRTC needs no GPU: it runs wherever the CUDA wheels are installed (CI included). A family's `Variant.generated`
 returns such digests for a parameter set; the tune stage stores them for each size class's winner, and
 `python -m gemmbench tuning-migrate` re-keys a record whose winners' code comes out the same under the edited sources.
@@ -8,10 +15,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import re
 from pathlib import Path
 
 DETERMINES_KERNELS = False  # reads what compiles; not part of a kernel's canonical source
-ARCH = "-arch=compute_90"  # the target every digest is taken for (what the kernels are tuned on)
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+INCLUDE_BYTES = re.compile(rb'^(?:\s*#\s*include\s*)"([^"]+)"', re.MULTILINE)
+ARCH = "-arch=sm_90"  # the target of every digest without an -arch of its own (what the kernels are tuned on)
 
 
 @functools.cache
@@ -35,25 +46,65 @@ def _check(result, program=None) -> None:
         raise RuntimeError(f"NVRTC: {result[0].name}\n{log[-2000:]}")
 
 
-def ptx(source: Path, expressions: list[str], options: tuple[str, ...]) -> str:
-    """NVRTC's PTX for the template instantiations `expressions` of `source` (its own folder on the include path)."""
+def _by_basename(text: bytes) -> bytes:
+    return INCLUDE_BYTES.sub(lambda m: b'#include "' + m.group(1).rsplit(b"/", 1)[-1] + b'"', text)
+
+
+def headers(source: Path) -> dict[str, bytes]:
+    """The files `source` includes with quotes, transitively, by file name (`../common.cuh` as `common.cuh`), their
+    own includes so renamed: the IR records the names by which files are included, and a file's place in the tree
+    is not its code."""
+    found: dict[str, bytes] = {}
+    paths: dict[str, Path] = {}
+    todo = [source]
+    while todo:
+        file = todo.pop()
+        for name in INCLUDE.findall(file.read_text()):
+            path = (file.parent / name).resolve()
+            if paths.setdefault(path.name, path) != path:
+                raise ValueError(f"{source} includes two files named {path.name}: {paths[path.name]} and {path}")
+            if path.name not in found:
+                found[path.name] = _by_basename(path.read_bytes())
+                todo.append(path)
+    return found
+
+
+def machine_code(source: Path, expressions: list[str], options: tuple[str, ...]) -> bytes:
+    """NVRTC's cubin for the template instantiations `expressions` of `source`: the first that it makes twice. NVRTC
+    13.5 now and then allocates registers otherwise in one compile (seen in a process's first compile of rung 7):
+    the cubin it makes most is the one that stands for the code."""
+    made: list[bytes] = []
+    for _ in range(3):
+        code = _cubin(source, expressions, options)
+        if code in made:
+            return code
+        made.append(code)
+    raise RuntimeError(f"NVRTC made three different cubins of {source.name} {expressions}")
+
+
+def _cubin(source: Path, expressions: list[str], options: tuple[str, ...]) -> bytes:
+    """One compile, its includes given to NVRTC by file name (`headers`), in "/": the same in every clone."""
     from cuda.bindings import nvrtc
 
-    result = nvrtc.nvrtcCreateProgram(source.read_bytes(), source.name.encode(), 0, [], [])
+    included = headers(source)
+    result = nvrtc.nvrtcCreateProgram(_by_basename(source.read_bytes()), source.name.encode(), len(included),
+                                      list(included.values()), [name.encode() for name in included])
     _check(result)
-    program = result[1]
+    program, cwd = result[1], os.getcwd()
+    flags = [o.encode() for o in options]
+    os.chdir("/")  # callers digest with no other thread running
     try:
         for expression in expressions:
             _check(nvrtc.nvrtcAddNameExpression(program, expression.encode()))
-        flags = [f"-I{source.parent}".encode(), *(o.encode() for o in options)]
         _check(nvrtc.nvrtcCompileProgram(program, len(flags), flags), program)
-        _, size = nvrtc.nvrtcGetPTXSize(program)
-        text = b" " * size
-        _check(nvrtc.nvrtcGetPTX(program, text))
-        return text.rstrip(b"\0 ").decode()
+        _, size = nvrtc.nvrtcGetCUBINSize(program)
+        code = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(program, code))
+        return code
     finally:
+        os.chdir(cwd)
         nvrtc.nvrtcDestroyProgram(program)
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def digest(parts: list[bytes]) -> str:
+    return hashlib.sha256(b"".join(hashlib.sha256(part).digest() for part in parts)).hexdigest()[:16]

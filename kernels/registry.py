@@ -12,6 +12,7 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 MODES = ("fp32", "tf32", "bf16")
@@ -57,7 +58,7 @@ class Variant:
     compilers                                   the toolchain entries (provenance.toolchain's names) that turn its
                                                 source into machine code; its tuning is keyed on these (empty: all)
     generated(mode, params) -> dict             what the compiler makes of a parameter set (digests, launch settings),
-                                                with no GPU: a tuning record is migrated while its winners' stays the same
+                                                with no GPU: a tuning record migrates while its winners' is the same
     prepare(artifact, *sizes) -> None           for variants whose kernels are specialised per shape: compile (not
                                                 run) the one for this shape now, so that the build stage does it
                                                 for every planned shape while another job holds the GPU
@@ -91,13 +92,21 @@ class Variant:
 
 _REGISTRY: dict[str, Variant] = {}
 _ORIGIN: dict[str, str] = {}  # variant key -> the module that registered it
-BUILTIN_MODULES = ("kernels.cublas.gemm", "kernels.cupy.ladder", "kernels.numba.ladder",
-                   "kernels.cpu.numpy_blas", "kernels.cpu.numba_tiled", "kernels.tvm.family", "kernels.b2b.unfused",
-                   "kernels.b2b.fused")
+KERNELS = Path(__file__).parent
+
+
+def families() -> tuple[str, ...]:
+    """The built-in families' packages: every folder of kernels/ that is one. A package registers its variants when
+    imported (its __init__ imports its declarations), so a new family is its folder and a new rung its file and
+    declaration."""
+    return tuple(f"kernels.{d.name}" for d in sorted(KERNELS.iterdir()) if (d / "__init__.py").exists())
+
+
 ROLES = ("", "baseline", "unfused")
 
 
-def register(variant: Variant) -> Variant:
+def register(variant: Variant, origin: str | None = None) -> Variant:
+    """Add a variant; `origin` is the module that declares it (default: the caller's)."""
     if not FAMILY_NAME.fullmatch(variant.family):
         raise ValueError(f"variant {variant.name!r}: family {variant.family!r} is not a lower-case name "
                          f"({FAMILY_NAME.pattern}); it names folders, wildcards and table rows")
@@ -109,7 +118,7 @@ def register(variant: Variant) -> Variant:
     if unknown:
         raise ValueError(f"variant {variant.key}: unknown modes {sorted(unknown)} (one of {MODES})")
     _REGISTRY[variant.key] = variant
-    _ORIGIN[variant.key] = sys._getframe(1).f_globals.get("__name__", "")  # the module whose code registered it
+    _ORIGIN[variant.key] = origin or sys._getframe(1).f_globals.get("__name__", "")  # the module that declares it
     return variant
 
 
@@ -129,10 +138,10 @@ def registered(key: str) -> Variant:
 
 
 def load(extra_modules: tuple[str, ...] | list[str] = ()) -> dict[str, Variant]:
-    """The variants that the built-in modules and `extra_modules` (e.g. tests' planted kernels), or their
+    """The variants that the built-in families and `extra_modules` (e.g. tests' planted kernels), or their
     submodules, register, keyed 'family/name'; one registered by a module imported for another reason (another
-    test's, a staged ladder) is not among them."""
-    modules = (*BUILTIN_MODULES, *extra_modules)
+    test's) is not among them."""
+    modules = (*families(), *extra_modules)
     for module in modules:
         try:
             importlib.import_module(module)

@@ -26,6 +26,12 @@ def block_threads(threads: int) -> str | None:
         f"{threads} threads per block (needs a multiple of 32 up to 1024)"
 
 
+def registers(threads: int, need: int, min_blocks: int = 1) -> str | None:
+    """Why `need` registers a thread do not fit `min_blocks` blocks of `threads` on an SM (65536 registers)."""
+    budget = min(255, 65536 // (threads * min_blocks))
+    return None if need <= budget else f"about {need} registers a thread, {budget} left by {min_blocks} block(s) per SM"
+
+
 def warp_threads(p) -> int:
     """Threads of a block of (BM/WM)×(BN/WN) warps."""
     return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32

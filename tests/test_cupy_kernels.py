@@ -14,8 +14,12 @@ import pytest
 
 from gemmbench import ROOT, tune
 from kernels import registry
-from kernels.cupy import tensorcore, tma
-from kernels.cupy.ladder import HERE, RUNGS, cdiv
+from kernels.cupy import rungs
+from kernels.cupy.rung import HERE, SM90A, cdiv
+from kernels.cupy.tensorcore import rungs as tensorcore
+from kernels.cupy.tensorcore import tma
+
+RUNGS = rungs.RUNGS
 
 
 def find_nvcc() -> str | None:
@@ -28,7 +32,6 @@ def find_nvcc() -> str | None:
 
 
 NVCC = find_nvcc()
-TENSOR_CORE_MODULES = ["kernels.cupy.tensorcore", "kernels.cupy.tma"]
 RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 
@@ -39,12 +42,13 @@ def committed_params(variant) -> list[dict]:
     return [{**variant.params, **c["params"]} for c in classes.values()]
 
 
-def nvcc_sm90(lines: list[str], include_dir: Path, tmp_path, name: str, arch: str = "sm_90") -> str:
+def nvcc_sm90(lines: list[str], include_dirs: tuple[Path, ...], tmp_path, name: str, arch: str = "sm_90") -> str:
     """ptxas's report (-v) for a source of explicit template instantiations, compiled to a cubin (out.cubin)."""
     source = tmp_path / f"instances_of_{name}.cu"
     source.write_text("\n".join(lines) + "\n")
-    done = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{include_dir}",
-                           "-o", str(tmp_path / "out.cubin"), str(source)], capture_output=True, text=True)
+    done = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-std=c++17", "-Xptxas", "-v",
+                           *(f"-I{d}" for d in include_dirs), "-o", str(tmp_path / "out.cubin"), str(source)],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stderr
 
@@ -55,15 +59,15 @@ def assert_no_spills(report: str) -> None:
 
 
 def compile_sm90(rung, param_sets, tmp_path, arch: str = "sm_90", operand: str = "float",
-                 parameters: str | None = None) -> str:
+                 parameters: str | None = None, mode: str = "fp32") -> str:
     """ptxas's report for every instantiation (both float4 paths of the vector rungs); `operand`: A's and B's type;
     `parameters`: the kernel's, where they are not the ladder's (M, N, K, A, B, C)."""
     flags = (True, False) if rung.vec else (None,)
     unique = {json.dumps(p, sort_keys=True): p for p in param_sets}.values()
     parameters = parameters or f"int, int, int, const {operand}*, const {operand}*, float*"
-    lines = [f'#include "{rung.file}"'] + [f"template __global__ void {rung.expression(p, flag)}({parameters});"
+    lines = [f'#include "{rung.file}"'] + [f"template __global__ void {rung.expression(p, flag, mode)}({parameters});"
                                            for p in unique for flag in flags]
-    return nvcc_sm90(lines, HERE, tmp_path, rung.name, arch)
+    return nvcc_sm90(lines, (rung.folder, HERE), tmp_path, rung.name, arch)
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -76,36 +80,36 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS for m in tensorcore.KERNELS[r.name]],
+@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS if r.launcher is None for m in r.kernels],
                          ids=lambda x: getattr(x, "name", x))
 def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, mode, tmp_path):
     """In each of its modes: TF32 kernels take float operands, BF16 kernels bfloat16 bits."""
     from kernels import sass
 
-    variant = registry.load(["kernels.cupy.tensorcore"])[f"cupy/{rung.name}"]
+    variant = registry.load()[f"cupy/{rung.name}"]
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
-    report = compile_sm90(tensorcore.in_mode(rung, mode), tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path,
-                          "sm_90a", operand)
+    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a", operand,
+                          mode=mode)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:  # nvdisasm is a pinned requirement; this guards a machine without one
-        wgmma = tensorcore.SM90A in rung.options  # the rungs built for sm_90a issue wgmma (HGMMA), the others mma.sync
+        wgmma = SM90A in rung.options  # the rungs built for sm_90a issue wgmma (HGMMA), the others mma.sync
         assert found["sass_hgmma" if wgmma else "sass_hmma"] > 0 and found["sass_ffma"] == 0, found
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,mode", [(r, m) for r in tma.RUNGS for m in tma.KERNELS[r.name]],
+@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS if r.launcher for m in r.kernels],
                          ids=lambda x: getattr(x, "name", x))
 def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spilling(rung, mode, tmp_path):
     """Every instance: BF16 copies with TMA where rows are 16-byte aligned and with the producer warpgroup's threads
     where not; TF32 always with TMA (the host pads rows)."""
     from kernels import sass
 
-    variant = registry.load(TENSOR_CORE_MODULES)[f"cupy/{rung.name}"]
-    assert set(variant.modes) == set(tma.KERNELS[rung.name])
+    variant = registry.load()[f"cupy/{rung.name}"]
+    assert set(variant.modes) == set(rung.kernels)
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
-    report = compile_sm90(tensorcore.in_mode(rung, mode), tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path,
-                          "sm_90a", parameters=tma.PARAMETERS.format(operand=operand))
+    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a",
+                          parameters=tma.PARAMETERS.format(operand=operand), mode=mode)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:
@@ -114,17 +118,21 @@ def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spill
 
 def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
     """Built for sm_90a, its module would not load on another GPU: the build says why instead (a rejected build)."""
-    monkeypatch.setattr(tensorcore, "_compute_capability", lambda: "80")
-    variant = registry.load(["kernels.cupy.tensorcore"])["cupy/tc04_wgmma"]
+    monkeypatch.setattr("kernels.cupy.rung.compute_capability", lambda: "80")
+    variant = registry.load()["cupy/tc04_wgmma"]
     with pytest.raises(ValueError, match="tc04_wgmma issues wgmma, which only sm_90 GPUs have .this one is sm_80."):
         variant.build("bf16", variant.params, None)
 
 
-def test_a_staged_module_registers_variants_only_where_a_config_names_it():
-    assert "cupy/tc01_mma_sync" not in registry.load()  # though this test module imports kernels.cupy.tensorcore
-    assert "cupy/tc01_mma_sync" in registry.load(["kernels.cupy.tensorcore"])
-    assert "cupy/tc05_tma" not in registry.load(["kernels.cupy.tensorcore"])  # nor kernels.cupy.tma
-    assert {"cupy/tc01_mma_sync", "cupy/tc07_registers"} <= set(registry.load(TENSOR_CORE_MODULES))
+@pytest.mark.parametrize("folder", [HERE, HERE / "tensorcore"], ids=lambda f: f.name)
+def test_the_folder_lists_its_ladder_in_order(folder):
+    """`ls` reads as the ladder: every kernel file of the folder is a rung, declared in the folder's rungs.py in the
+    order of the file names, and registered as a built-in variant."""
+    declared = {HERE: rungs.RUNGS, HERE / "tensorcore": tensorcore.RUNGS}[folder]
+    files = sorted(p.name for p in folder.glob("*.cu"))
+    assert [r.file for r in declared] == files and all(r.folder == folder for r in declared)
+    assert [f"cupy/{r.name}" for r in declared] == [k for k in registry.load() if k.startswith("cupy/") and
+                                                     k.split("/")[1] in {Path(f).stem for f in files}]
 
 
 def test_ci_has_nvcc_when_it_claims_to():
@@ -210,25 +218,26 @@ def test_a_tuning_key_holds_only_the_compilers_of_its_family():
 def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
     rung = registry.load()["cupy/10_pipelined"]
     files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
-    assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/ladder.py",
-            "kernels/tiles.py"} <= files
+    assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/rung.py",
+            "kernels/cupy/rungs.py", "kernels/tiles.py"} <= files
 
 
 def test_a_tensor_core_rungs_tuning_key_covers_the_module_that_declares_it():
-    """Its launch code is the CuPy ladder's, its tiles and checks are declared in kernels/cupy/tensorcore.py."""
-    rung = registry.load(["kernels.cupy.tensorcore"])["cupy/tc03_cp_async"]
+    """Its launch code is every CuPy rung's, its tiles and checks are declared in kernels/cupy/tensorcore/rungs.py."""
+    rung = registry.load()["cupy/tc03_cp_async"]
     files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
-    assert {"kernels/cupy/tc03_cp_async.cu", "kernels/cupy/ladder.py", "kernels/cupy/tensorcore.py"} <= files
+    assert {"kernels/cupy/tensorcore/tc03_cp_async.cu", "kernels/cupy/10_pipelined.cu", "kernels/cupy/rung.py",
+            "kernels/cupy/tensorcore/rungs.py"} <= files
 
 
 def test_every_committed_tuning_result_matches_the_current_sources():
     """A stale committed result would silently trigger a search on every GPU of its model: re-tune and commit it.
-    The H100's results cover every variant the default run tunes (and the staged tensor-core rungs')."""
+    The H100's results cover every variant the default run tunes, in every mode it has."""
     from gemmbench import config, plan
     from kernels import registry
 
     cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
-    variants = registry.load(TENSOR_CORE_MODULES)
+    variants = registry.load()
     found = {}
     for path in sorted(tune.COMMITTED.glob("*/*/*/*.json")):
         gpu, family, name, mode = path.relative_to(tune.COMMITTED).with_suffix("").parts
@@ -236,6 +245,6 @@ def test_every_committed_tuning_result_matches_the_current_sources():
         ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's
         assert ran_with and tune.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
         found.setdefault(gpu, set()).add(variant.key)
+    cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}, "modes": list(registry.MODES)})
     tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
-    staged = set(variants) - set(registry.load())
-    assert tuned <= found["nvidia-h100-80gb-hbm3"] <= tuned | staged
+    assert tuned == found["nvidia-h100-80gb-hbm3"]

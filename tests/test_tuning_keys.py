@@ -41,22 +41,37 @@ def test_the_code_key_leaves_out_what_one_python_version_adds_to_a_syntax_tree()
 def test_comments_and_docstrings_in_shared_files_leave_every_record_current(tmp_path):
     """The files whose one-line comment made most committed records stale, when records were keyed by their bytes."""
     tree = tree_copy(tmp_path / "tree")
-    for name, comment in (("kernels/tiles.py", "# a comment\n"), ("kernels/cupy/ladder.py", "# a comment\n"),
+    for name, comment in (("kernels/tiles.py", "# a comment\n"), ("kernels/cupy/rung.py", "# a comment\n"),
+                          ("kernels/cupy/rungs.py", "# a comment\n"),
                           ("kernels/cupy/common.cuh", "// a comment\n/* and\n another */\n"),
-                          ("kernels/cupy/tensorcore.py", "# a comment\n"), ("kernels/cupy/10_pipelined.cu",
-                                                                           "// a comment\n")):
+                          ("kernels/cupy/tensorcore/rungs.py", "# a comment\n"), ("kernels/cupy/10_pipelined.cu",
+                                                                                  "// a comment\n")):
         path = tree / name
         path.write_text(comment + path.read_text() + "\n" + comment)
-    edit(tree / "kernels/cupy/ladder.py", '"""The CuPy raw-CUDA ladder', '"""The CuPy raw-CUDA ladder, reworded')
+    edit(tree / "kernels/cupy/rung.py", '"""How a CuPy raw-CUDA rung', '"""How, reworded, a CuPy raw-CUDA rung')
     assert check(tree) == (COMMITTED, [])
 
 
-def test_a_new_rung_leaves_every_other_rungs_record_current(tmp_path):
+TOY_RUNG = ('    Rung("14_toy.cu", "sgemm_toy", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32)},\n'
+            '         threads=lambda p: p["BX"] * p["BY"], tile=lambda p: (p["BY"], p["BX"])),\n')
+
+
+def add_toy_rung(tree: Path) -> None:
+    """A new rung is its kernel file and its declaration, nothing else."""
+    kernel = (tree / "kernels/cupy/01_naive.cu").read_text().replace("sgemm_naive", "sgemm_toy")
+    (tree / "kernels/cupy/14_toy.cu").write_text(kernel)
+    text = (tree / "kernels/cupy/rungs.py").read_text()
+    end = text.rindex(")")
+    (tree / "kernels/cupy/rungs.py").write_text(text[:end] + TOY_RUNG + text[end:])
+
+
+def test_a_new_rung_is_its_file_and_declaration_and_leaves_every_other_rungs_record_current(tmp_path):
     tree = tree_copy(tmp_path / "tree")
-    (tree / "kernels/cupy/14_toy.cu").write_text((tree / "kernels/cupy/01_naive.cu").read_text())
-    toy = ('    Rung("14_toy.cu", "sgemm_naive", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32)},\n'
-           '         threads=lambda p: p["BX"] * p["BY"], tile=lambda p: (p["BY"], p["BX"])),\n')
-    edit(tree / "kernels/cupy/ladder.py", '    Rung("13_split_barriers.cu",', toy + '    Rung("13_split_barriers.cu",')
+    add_toy_rung(tree)
+    listed = subprocess.run([sys.executable, "-m", "gemmbench", "list"], cwd=tree, capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None).stdout
+    lines = [line.split()[0] for line in listed.splitlines() if line.startswith("cupy/")]
+    assert lines.index("cupy/14_toy") == lines.index("cupy/13_split_barriers") + 1, listed
     assert check(tree) == (COMMITTED, [])
 
 
@@ -65,17 +80,36 @@ def test_a_helper_moved_into_a_header_with_the_same_unit_leaves_every_record_cur
     tree = tree_copy(tmp_path / "tree")
     source = tree / "kernels/cupy/13_split_barriers.cu"
     text = source.read_text()
-    start = text.index("__device__ __forceinline__ unsigned smem_address")
+    start = text.index("__device__ __forceinline__ void barrier_arrive_copies")
     end = text.index("template", start)
-    (tree / "kernels/cupy/barriers.cuh").write_text("#pragma once\n// mbarrier helpers\n" + text[start:end])
-    source.write_text(text[:start] + '#include "barriers.cuh"\n' + text[end:])
+    (tree / "kernels/cupy/copy_barriers.cuh").write_text("#pragma once\n// cp.async's arrival\n" + text[start:end])
+    source.write_text(text[:start] + '#include "copy_barriers.cuh"\n' + text[end:])
     assert check(tree) == (COMMITTED, [])
 
 
 def test_a_kernel_edit_that_changes_code_re_keys_that_rungs_records_and_no_other(tmp_path):
     tree = tree_copy(tmp_path / "tree")
-    edit(tree / "kernels/cupy/13_split_barriers.cu", "__device__ __forceinline__ unsigned smem_address",
-         "__device__ __forceinline__ unsigned smem_address_renamed(const void* p);\n"
-         "__device__ __forceinline__ unsigned smem_address")
+    edit(tree / "kernels/cupy/13_split_barriers.cu", "__device__ __forceinline__ void barrier_arrive_copies",
+         "__device__ __forceinline__ void barrier_renamed(unsigned long long* barrier);\n"
+         "__device__ __forceinline__ void barrier_arrive_copies")
     standing, stale = check(tree)
     assert standing == COMMITTED - 1 and len(stale) == 1 and "cupy/13_split_barriers/" in stale[0]
+
+
+def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_path):
+    """The canonical source changes (a name), so the record is stale; the cubin of each class winner does not, so
+    `tuning-migrate` re-keys the record and nothing is timed again. A change to what the kernel executes stays stale."""
+    tree = tree_copy(tmp_path / "tree")
+    source = tree / "kernels/cupy/13_split_barriers.cu"
+    source.write_text(source.read_text().replace("barrier_arrive_copies", "copies_arrive"))
+    assert check(tree)[0] == COMMITTED - 1
+    migrated = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate"], cwd=tree, capture_output=True,
+                              text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+    assert "cupy/13_split_barriers/fp32.json: migrated" in migrated.stdout, migrated.stdout + migrated.stderr
+    assert check(tree) == (COMMITTED, [])
+
+    edit(source, "cp.async.mbarrier.arrive.noinc.shared", "cp.async.mbarrier.arrive.shared")  # another instruction
+    migrated = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate"], cwd=tree, capture_output=True,
+                              text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+    assert "cupy/13_split_barriers/fp32.json: stale: the code of the winners" in migrated.stdout, migrated.stdout
+    assert check(tree)[0] == COMMITTED - 1

@@ -6,6 +6,9 @@ import inspect
 
 import numpy as np
 
+import kernels.cpu
+import kernels.cublas
+import kernels.cupy  # noqa: F401  (the families whose GEMMs it composes register them)
 from kernels import registry
 from kernels.b2b import UNFUSED_PREFIX
 from kernels.registry import Variant, register

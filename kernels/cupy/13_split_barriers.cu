@@ -16,35 +16,11 @@
 //    column, grouped block order, zero-filled edges) is rung 12's kernel.
 #include "12_async_transpose.cu"
 
-// mbarriers (tc05_tma.cu has the same helpers, named and ordered otherwise, for its TMA pipeline: one header for both
-// changes both units, so it waits for their records to be re-keyed on proof of the same SASS). A barrier completes a
-// phase when all its arrivals are in; a waiter names the phase by parity.
-__device__ __forceinline__ unsigned smem_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void barrier_init(unsigned long long* barrier, int arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(barrier)), "r"(arrivals));
-}
-
-__device__ __forceinline__ void barrier_arrive(unsigned long long* barrier) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(barrier)) : "memory");
-}
+#include "mbarrier.cuh"
 
 // This thread's cp.async copies issued so far arrive on the barrier as they complete (one of its arrivals).
 __device__ __forceinline__ void barrier_arrive_copies(unsigned long long* barrier) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(barrier)) : "memory");
-}
-
-// Until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void barrier_wait(unsigned long long* barrier, int parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(smem_address(barrier)), "r"(parity)
-                     : "memory");
-    } while (!done);
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(barrier)) : "memory");
 }
 
 // Rung 12's copies of a k-tile that lies wholly inside the matrix: nothing to test, so little to issue.

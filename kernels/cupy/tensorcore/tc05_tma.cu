@@ -26,28 +26,7 @@ struct alignas(64) TensorMap {
     unsigned long long opaque[16];
 };
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void barrier_init(unsigned long long* barrier, int arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(arrivals));
-}
-
-// Until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void barrier_wait(unsigned long long* barrier, int parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(shared_address(barrier)), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
-__device__ __forceinline__ void barrier_arrive(unsigned long long* barrier) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
-}
+#include "../mbarrier.cuh"
 
 // Arrive, and tell the barrier to also wait for this many bytes of TMA copies.
 __device__ __forceinline__ void barrier_expect(unsigned long long* barrier, int bytes) {

@@ -10,7 +10,7 @@
 //  * BF16 (tc_cp_async_bf16): the same pipeline on tc02's bfloat16 tiles and fragments (mma m16n8k16, B through
 //    ldmatrix.x4.trans), filled by the same 16-byte cp.async of bfloat16 pairs seen as floats.
 #include "tc02_ldmatrix.cu"
-#include "10_pipelined.cu"
+#include "../10_pipelined.cu"
 
 // A ROWS×COLS bfloat16 tile (row stride LD in shared memory), zero-filled outside. VEC (rows 16-byte aligned):
 // rung 10's TileCopy, 16-byte cp.async of bfloat16 pairs seen as floats.

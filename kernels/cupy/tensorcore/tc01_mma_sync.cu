@@ -9,7 +9,7 @@
 //  * BF16 (tc_mma_sync_bf16): the same tiles of bfloat16 with mma.m16n8k16, whose fragments hold pairs of k in the
 //    same places: A's pair is one 32-bit word of a row, B's two rows of one column, packed. BK counts 4-byte words
 //    along k (2·BK bfloat16), so both modes share parameters, checks and shared memory.
-#include "common.cuh"
+#include "../common.cuh"
 
 __device__ __forceinline__ float to_tf32(float x) {
     unsigned int rounded;
