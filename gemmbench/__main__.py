@@ -109,7 +109,7 @@ def cmd_check_config(args) -> int:
 def cmd_compare(args) -> int:
     """Per-point agreement of two runs' median device times (same GPU model, variant, mode, shape); where the
     runs measured a point on two different GPUs of the model (UUIDs), that agreement is also given apart."""
-    from gemmbench import tables
+    from gemmbench.present import tables
 
     def summary(path: str):
         """A summary table, or the folder of tables (or the example) that holds summary.csv."""
@@ -140,9 +140,9 @@ def cmd_report(args) -> int:
 
     import pandas as pd
 
-    from gemmbench import plots, tables
-    from gemmbench.report import methodology as report_methodology
-    from gemmbench.report import render_report
+    from gemmbench.present import plots, tables, views
+    from gemmbench.present.report import methodology as report_methodology
+    from gemmbench.present.report import render_report
 
     folder = Path(args.tables)
     missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
@@ -153,7 +153,8 @@ def cmd_report(args) -> int:
     devices = json.loads((folder / "devices.json").read_text())
     workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
     baseline = bool((summary["role"] == "baseline").any())
-    names = [name for name in workload.figures if baseline or name not in workload.compared]
+    view = views.get(workload.name)
+    names = [name for name in view.figures if baseline or name not in view.compared]
     cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workload": workload.name})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)

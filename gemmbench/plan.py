@@ -167,11 +167,3 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
     if cap and max(shape.sizes.values()) > cap:
         return f"above the configured size cap for {name} (max_size {cap})"
     return variant.unsupported(*shape.sizes.values(), params(config, variant))
-
-
-def figures(config: dict, variants) -> list[str]:
-    """The report's figures for this plan: those that compare with cuBLAS only where it runs (a CPU-only run would
-    draw them empty)."""
-    workload = workloads.get(config["workload"])
-    with_baseline = any(v.role == "baseline" for v in variants)
-    return [name for name in workload.figures if with_baseline or name not in workload.compared]

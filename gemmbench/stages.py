@@ -12,12 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmbench import ROOT, gpus, plan, provenance, workloads
-from gemmbench import backend as backends
+from gemmbench import ROOT, plan, workloads
 from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
-from gemmbench.supervise import run_task
-from gemmbench.task import Point, Task
+from gemmbench.measure import backend as backends
+from gemmbench.measure import provenance
+from gemmbench.run import gpus
+from gemmbench.run.supervise import run_task
+from gemmbench.run.task import Point, Task
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -451,7 +453,7 @@ def _tables(tables_dir) -> dict:
 
 def plot(tables_dir, pngs: list) -> dict:
     """The figures named by their PNG paths (the plot rule's outputs; SVGs beside them)."""
-    from gemmbench.plots import plot_all
+    from gemmbench.present.plots import plot_all
 
     t = _tables(tables_dir)
     return plot_all(t["summary"], t["validation"], t["devices"], Path(pngs[0]).parent, [Path(p).stem for p in pngs])
@@ -459,9 +461,9 @@ def plot(tables_dir, pngs: list) -> dict:
 
 def report(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
-    from gemmbench import report as report_module
-    from gemmbench import tables
-    from gemmbench.report import render_report
+    from gemmbench.present import report as report_module
+    from gemmbench.present import tables
+    from gemmbench.present.report import render_report
 
     t = _tables(tables_dir)
     figures = {Path(png).stem: Path(png) for png in pngs}

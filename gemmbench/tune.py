@@ -15,8 +15,9 @@ import sys
 import types
 from pathlib import Path
 
-from gemmbench import ROOT, codekey, provenance
+from gemmbench import ROOT, codekey
 from gemmbench.files import write_json
+from gemmbench.measure import provenance
 from kernels import registry
 
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub

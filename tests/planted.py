@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmbench.backend import bf16_bits, widened
-from gemmbench.worker import VALIDATION_LAUNCHES
+from gemmbench.measure.backend import bf16_bits, widened
+from gemmbench.run.worker import VALIDATION_LAUNCHES
 from kernels.registry import Built, Variant, register
 
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from gemmbench import __main__ as cli
-from gemmbench import backend as backends
-from gemmbench import checking, config, stages
-from gemmbench.ledger import Ledger, negate
+from gemmbench import config, stages
+from gemmbench.measure import backend as backends
+from gemmbench.measure import checking
+from gemmbench.measure.ledger import Ledger, negate
 from tests.timings import TIMINGS
 
 

@@ -11,8 +11,9 @@ import pytest
 from conftest import snakemake
 from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
-from gemmbench import config, plan, tables, workloads
+from gemmbench import config, plan, workloads
 from gemmbench.config import ConfigError
+from gemmbench.present import tables, views
 from kernels import registry
 from kernels.b2b import fused
 
@@ -194,7 +195,7 @@ def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, const float*, const float*, "
         "const float*, float*);" for inst in fused.instances(rung)]
-    report = nvcc_sm90(lines, fused.HERE, tmp_path, rung.name)
+    report = nvcc_sm90(lines, (fused.HERE,), tmp_path, rung.name)
     assert len(re.findall(r"Compiling entry function", report)) == len(fused.instances(rung))
     assert_no_spills(report)
 
@@ -211,7 +212,7 @@ def test_the_b2b_dag_runs_on_the_cpu_to_its_report(tmp_path):
     assert summary.n.isna().all() and sorted(summary.n0.unique()) == [64, 128]
     validation = pd.read_csv(tmp_path / "results/tables/validation.csv")
     assert len(validation) == 5 and (validation.status == "ok").all()
-    for figure in workloads.get("b2b").figures:  # a CPU run has no cuBLAS: the speedup figure is not drawn, not empty
+    for figure in views.get("b2b").figures:  # a CPU run has no cuBLAS: the speedup figure is not drawn, not empty
         assert (tmp_path / f"reports/figures/{figure}.png").exists() == (figure != "b2b_speedup")
     assert "b2b_unfused_numpy-blas" in (tmp_path / "reports/report.html").read_text()
 
@@ -227,7 +228,6 @@ def test_a_b2b_dry_run_on_a_gpu_plans_every_variant_and_mode(tmp_path):
 
 
 def test_the_report_says_where_a_fused_variant_is_slower_and_why():
-    from gemmbench import workloads
 
     device = {"gpu_uuid": "GPU-1", "copy_bandwidth_gbps": 4000.0}
     rows = []
@@ -247,7 +247,7 @@ def test_the_report_says_where_a_fused_variant_is_slower_and_why():
                              gbps=summary.min_bytes / summary.median_s / 1e9,
                              speedup_vs_baseline=summary.m.map(unfused_s) / summary.median_s)
     summary["speedup_vs_unfused_best"] = summary.speedup_vs_baseline
-    [table] = workloads.get("b2b").sections(summary, [device])
+    [table] = views.get("b2b").sections(summary, [device])
     assert [row["shape"] for row in table["rows"]] == ["4096×4096×256×256", "65536×64×64×64"]
     assert table["rows"][0]["cells"]["cupy/b2b_fused_mma"]["speedup"] == "0.50×"
     slower = {point["where"]: point["why"] for point in table["slower"]}

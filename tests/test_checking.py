@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from gemmbench import backend as backends
-from gemmbench import checking, workloads
-from gemmbench.checking import verdict
+from gemmbench import workloads
+from gemmbench.measure import backend as backends
+from gemmbench.measure import checking
+from gemmbench.measure.checking import verdict
 
 
 def checked(cpu, a, b, c, tolerance=1e-4):

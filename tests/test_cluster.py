@@ -18,7 +18,8 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     compilers (a cluster's nodes share the head's software): reusing one is a tune job without a GPU."""
     tree = tree_copy(tmp_path / "tree")
     cfg = config.validate({"device": "cuda"})
-    rungs = [v for key, v in registry.load().items() if key.startswith("cupy/") and v.space and v.workload == "gemm"]
+    rungs = [v for key, v in registry.load().items()
+             if key.startswith("cupy/") and v.space and v.workload == "gemm" and "fp32" in v.modes]
     for variant in rungs:
         path = tree / tune.committed_path("test-gpu", variant, "fp32").relative_to(ROOT)
         path.parent.mkdir(parents=True)

@@ -3,6 +3,7 @@ from conftest import ROOT, snakemake
 
 from gemmbench import config
 from gemmbench.config import ConfigError
+from gemmbench.present import views
 from kernels import registry
 
 
@@ -40,7 +41,7 @@ def test_the_cpu_default_runs_every_planned_point():
     for variant in variants:
         for shape in plan.validation_shapes(cfg):
             assert plan.skip_reason(cfg, variant, shape) is None, (variant.key, shape)
-    assert plan.figures(cfg, variants) == ["tflops_vs_size", "roofline", "validation_error"]
+    assert views.figures(cfg, variants) == ["tflops_vs_size", "roofline", "validation_error"]
 
 
 def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):

@@ -31,7 +31,7 @@ def test_a_worker_starts_without_the_plotting_stack():
     import subprocess
     import sys
 
-    code = ("import sys, gemmbench.worker; from kernels import registry; registry.load(); "
+    code = ("import sys, gemmbench.run.worker; from kernels import registry; registry.load(); "
             "print(sorted(m for m in ('seaborn', 'matplotlib', 'pandas') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]

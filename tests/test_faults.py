@@ -56,9 +56,9 @@ def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, t
 def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
     """The check that would have caught cupy/07_vectorized at 22 TFLOP/s where its tuning had measured 35.7: the same
     kernel at a size class's own shape, on the same GPU model, slower than TUNING_SLACK times the tuning's time."""
-    from gemmbench import backend as backends
     from gemmbench import tune
     from gemmbench.files import write_json
+    from gemmbench.measure import backend as backends
 
     gpu = tune.gpu_slug(backends.cpu_model())
     write_json(tmp_path / "tuning.json", {"gpu": gpu, "classes": {
@@ -236,7 +236,7 @@ def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp
     (1, False, "error", "crash"),
 ])
 def test_a_worker_killed_for_memory_is_oom_and_other_deaths_are_errors(code, oom_killed, status, says):
-    from gemmbench.supervise import exit_failure
+    from gemmbench.run.supervise import exit_failure
 
     row = exit_failure(code, oom_killed, "the worker's last words")
     assert row["status"] == status and says in row["message"] and "last words" in row["message"]
@@ -249,7 +249,7 @@ def test_a_worker_killed_for_memory_is_oom_and_other_deaths_are_errors(code, oom
     type("OutOfMemoryError", (Exception,), {})("Out of memory allocating 1,024 bytes"),  # CuPy
 ])
 def test_running_out_of_device_memory_is_oom_in_every_family(exc):
-    from gemmbench.worker import failure_row
+    from gemmbench.run.worker import failure_row
 
     assert failure_row(exc)["status"] == "oom"
 

@@ -1,8 +1,8 @@
 """GPU-only checks (marked `gpu`; skipped without a CUDA device)."""
 import pytest
 
-from gemmbench import backend as backends
 from gemmbench import config, stages
+from gemmbench.measure import backend as backends
 from kernels import registry
 from tests.timings import TIMINGS
 

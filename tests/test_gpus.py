@@ -2,7 +2,7 @@
 import multiprocessing
 import time
 
-from gemmbench import gpus
+from gemmbench.run import gpus
 
 DEVICES = ["GPU-fake-0", "GPU-fake-1"]
 

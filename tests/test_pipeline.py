@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, tree_copy, write_config
 
-from gemmbench import provenance, tables
+from gemmbench.measure import provenance
+from gemmbench.present import tables
 
 pytestmark = pytest.mark.slow
 

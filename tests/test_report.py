@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from gemmbench.plots import plot_all
-from gemmbench.report import render_report
+from gemmbench.present.plots import plot_all
+from gemmbench.present.report import render_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]

@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from gemmbench import tables
+from gemmbench.present import tables
 
 
 def _facts(device, gpu, uuid, host, peak=None, bandwidth=3000.0):

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from gemmbench import timing
+from gemmbench.measure import timing
 
 
 def test_median_ci_is_never_below_half_the_timers_step_and_shrinks_with_n():
@@ -140,7 +140,7 @@ def test_converged_means_the_precision_target_was_met_whatever_ended_sampling():
 
 
 def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
-    from gemmbench.backend import ClockWatch
+    from gemmbench.measure.backend import ClockWatch
 
     clocks = iter([1980, 1980, 1500, 1980] + [1980] * 1000)
 
@@ -178,7 +178,7 @@ class PowerCappedBackend(CountingBackend):
         return {"sm_clock_mhz": self.clock, "slowdown": ["sw_power_cap"] if self.clock < 1980 else []}
 
     def watch(self):
-        from gemmbench.backend import ClockWatch
+        from gemmbench.measure.backend import ClockWatch
 
         return ClockWatch(self.telemetry if self.has_telemetry else None, interval_s=0.001)
 

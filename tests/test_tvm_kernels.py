@@ -52,7 +52,7 @@ SCHEDULES = [pytest.param(f, marks=pytest.mark.slow) if "metaschedule" in f else
 @pytest.mark.parametrize("file", SCHEDULES)
 def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path):
     source, _ = source_for(file, shape)
-    report = nvcc_sm90(source.splitlines(), tmp_path, tmp_path, Path(file).stem)
+    report = nvcc_sm90(source.splitlines(), (tmp_path,), tmp_path, Path(file).stem)
     assert re.findall(r"Compiling entry function '(\w+)'", report) == [family.kernel_name(source)]
     assert_no_spills(report)
 
@@ -249,7 +249,7 @@ def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
         sch = METASCHEDULE.schedule(family.matmul(*shape), params, SM90)
         grid, _ = family.launch_dims(sch)
         assert grid[0] * grid[1] * grid[2] == cdiv(shape[0], tile_i) * cdiv(shape[1], tile_j), shape
-        nvcc_sm90(family.cuda_source(sch, SM90).splitlines(), tmp_path, tmp_path, "metaschedule")
+        nvcc_sm90(family.cuda_source(sch, SM90).splitlines(), (tmp_path,), tmp_path, "metaschedule")
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -259,7 +259,7 @@ def test_a_cubin_missing_its_last_byte_is_read_whole(tmp_path):
     from kernels import sass
 
     kernel = 'extern "C" __global__ void multiply_add(float* c) { c[0] = c[1] * c[2] + c[3]; }'
-    nvcc_sm90([kernel], tmp_path, tmp_path, "multiply_add")
+    nvcc_sm90([kernel], (tmp_path,), tmp_path, "multiply_add")
     cubin = (tmp_path / "out.cubin").read_bytes()
     assert sass.whole_elf(cubin[:-1]) == cubin and sass.whole_elf(cubin) == cubin
     if sass.nvdisasms():

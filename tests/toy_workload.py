@@ -3,6 +3,7 @@ matrix-vector product y = A·x, with a NumPy variant of family "toy", as a user 
 import numpy as np
 
 from gemmbench import workloads
+from gemmbench.present import views
 from kernels.registry import Built, Variant, register
 
 workloads.register(workloads.Workload(
@@ -13,12 +14,12 @@ workloads.register(workloads.Workload(
     scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["k"],
     formula="2·m·k; minimum bytes = 4 · (mk + k + m)",
-    figures=("tflops_vs_size", "validation_error"), compared=(),
-    position=lambda d: np.sqrt(d["m"] * d["k"]), speedups=False,
     sweep=lambda config: [(n, n) for n in config["sizes"]],
     listed=lambda config: [[7, 13]],
     just=lambda d: {"sizes": [d["m"]]},
     config_keys={"sweep": ("sizes",), "listed": ()}))
+views.register(views.View("gemv", figures=("tflops_vs_size", "validation_error"), compared=(),
+                          position=lambda d: np.sqrt(d["m"] * d["k"])))
 
 register(Variant(family="toy", name="numpy-gemv", device="cpu", modes=("fp32",), workload="gemv",
                  build=lambda mode, params, cache_dir: Built(None, {"compile_s": 0.0}),

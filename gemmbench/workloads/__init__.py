@@ -1,6 +1,6 @@
-"""What is computed, apart from how: a workload is one module of this package (gemm.py, b2b.py) defining WORKLOAD,
-with its shape axes and sweep, operands, fp64 reference and cost, where it sits on the figures, its derived
-columns, and its own figures and report sections. The harness names no workload: it asks the one a row names.
+"""What is computed: a workload is one module of this package (gemm.py, b2b.py) defining WORKLOAD, with its shape
+axes and sweep, operands, fp64 reference and cost. How it is shown (its figures, derived columns and report sections)
+is its view, gemmbench/present/views/. The harness names no workload: it asks the one a row names.
 A variant declares its workload; it is run as run(artifact, *operands, out, stream).
 Operands are stored as the mode says (registry.OPERAND_DTYPE: float32, or bfloat16 bits), the output is float32;
 the formulas work on ints and on pandas columns alike.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
@@ -33,17 +33,11 @@ class Workload:
     scale: Callable[[object, list], object]
     flops: Callable[[dict], object]
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
-    figures: tuple[str, ...]  # the report's figures for a run of this workload, in reading order
-    compared: tuple[str, ...]  # those of them that compare with the baseline: drawn only where it runs
-    position: Callable[[dict], object]  # (sizes) -> where a shape sits on the figures' size axis
-    speedups: bool  # derived columns: speedups over the baseline and over the fastest unfused variant
     sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order
     listed: Callable[[dict], list]  # (validated config) -> the awkward shapes it lists for this workload
     just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
     # the config sections that sweep and listed read, by those names
     config_keys: Mapping[str, tuple[str, ...]]
-    plots: Mapping[str, Callable] = field(default_factory=dict)  # its own figures: name -> (ok rows) -> Figure
-    sections: Callable[[object, list], list[dict]] | None = None  # (summary, devices) -> its report tables
 
     def min_bytes(self, dims: dict, mode: str = "fp32"):
         """Each operand read once and the output written once."""
@@ -77,6 +71,11 @@ def register(workload: Workload) -> Workload:
 
 for _module in pkgutil.iter_modules(__path__):
     register(importlib.import_module(f"{__name__}.{_module.name}").WORKLOAD)
+
+
+def shape_text(row) -> str:
+    """A table row's shape, its workload's axes joined by ×."""
+    return "×".join(str(getattr(row, axis)) for axis in get(row.workload).axes)
 
 
 def get(name: str) -> Workload:

@@ -1,110 +1,11 @@
 """b2b: D = (A0·B0)·B1, shapes (m, k0, n0, n1): A0 m×k0, B0 k0×n0, B1 n0×n1, D m×n1. The m×n0 intermediate
 A1 = A0·B0 is not an operand: a fused variant never writes it, so the minimum traffic leaves it out. The sweep is
-every combination of the config's `b2b` axes; its figure and report tables compare each variant with two cuBLAS
-calls and with the fastest unfused variant."""
+every combination of the config's `b2b` axes (its figure and report tables: gemmbench/present/views/b2b.py)."""
 from __future__ import annotations
 
 import itertools
 
-from gemmbench.workloads import OUTPUT_BYTES, Workload
-
-# pandas and seaborn are imported where the figure and the tables are made: every worker imports the workloads
-
-
-def b2b_rows(ok):
-    """Benchmarked b2b points other than the cuBLAS baseline, with their speedup over it."""
-    if ok.empty:
-        return ok
-    return ok[(ok["workload"] == "b2b") & (ok["role"] != "baseline")].dropna(subset=["speedup_vs_baseline"])
-
-
-def speedup_figure(ok):
-    """Where fusion pays: speedup over two cuBLAS calls against m, per k0 and mode, a line per n0×n1 and variant."""
-    import seaborn as sns
-
-    from gemmbench.plots import log2_size_axis, modes_in, placeholder  # here: plots imports the workloads
-
-    rows = b2b_rows(ok)
-    if rows.empty:
-        return placeholder("b2b: fused vs two cuBLAS calls", "no b2b point with a cuBLAS baseline in this run")
-    rows = rows.assign(n0_n1=rows["n0"].astype(str) + "×" + rows["n1"].astype(str),
-                       k0=rows["k0"].astype(int)).sort_values(["m", "n0", "n1"])
-    grid = sns.relplot(data=rows, x="m", y="speedup_vs_baseline", hue="n0_n1", style="series",
-                       col="k0", row="mode", row_order=modes_in(rows), kind="line", marker="o",
-                       height=3.2, aspect=1.15, facet_kws=dict(sharey=True))
-    grid.set_titles("{row_name} · k0 = {col_name}")
-    grid.set_axis_labels("m (rows of A0 and D)", "speedup over two cuBLAS calls")
-    for ax in grid.axes.flat:
-        log2_size_axis(ax, rows["m"].astype(float))
-        ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
-        ax.axhline(1.5, color="tab:green", linestyle=":", linewidth=1)
-    grid.legend.set_title("n0×n1 · variant")
-    grid.figure.suptitle("Where fusion pays: D = (A0·B0)·B1, time of two cuBLAS calls / the variant's time "
-                         "(above 1: faster)", y=1.03)
-    return grid.figure
-
-
-TABLE_TEXT = {
-    "anchor": "b2b", "heading": "b2b, D = (A0·B0)·B1", "shape_header": "m×k0×n0×n1",
-    "intro": "Per shape m×k0×n0×n1: median device time in µs · speedup over two cuBLAS calls (cublas/b2b_unfused, "
-             "same run, shape and mode). Fused variants never write the m×n0 intermediate; the unfused ones do.",
-    "slower_intro": "Where a fused variant is slower than 0.9× the fastest unfused one, and why (the roofline of this "
-                    "GPU: peak for the mode, measured copy bandwidth):",
-}
-SLOWER_THAN_UNFUSED = 0.9  # a fused variant below this speedup over the best unfused one is explained
-
-
-def tables(summary, devices: list[dict]) -> list[dict]:
-    """Per (gpu, mode, cache): rows = b2b shapes, columns = variants: time, and speedup over two cuBLAS calls;
-    then every point where a fused variant is slower than 0.9× the best unfused one, and why."""
-    import pandas as pd
-
-    from gemmbench.report import shape_text as _shape  # here: report imports the workloads
-
-    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "b2b")]
-    bandwidth = {d["gpu_uuid"]: d.get("copy_bandwidth_gbps") for d in devices}
-    found = []
-    for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
-        baselines = group[group["role"] == "baseline"]
-        first = set(baselines["family"] + "/" + baselines["variant"])
-        variants = sorted(group["family"] + "/" + group["variant"], key=lambda v: (v not in first, v))
-        rows = {}
-        for r in group.sort_values(["m", "k0", "n0", "n1"]).itertuples():
-            speedup = "" if pd.isna(r.speedup_vs_baseline) else f"{r.speedup_vs_baseline:.2f}×"
-            rows.setdefault(_shape(r), {})[f"{r.family}/{r.variant}"] = {
-                "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup}
-        fused = group["role"] == ""
-        slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
-            ["variant", "m", "k0", "n0", "n1"])
-        found.append({"title": f"{gpu} · {mode} · {cache} cache", **TABLE_TEXT,
-                       "variants": list(dict.fromkeys(variants)),
-                       "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()],
-                       "slower": [{"where": f"{r.family}/{r.variant} @ {_shape(r)}",
-                                   "speedup": f"{r.speedup_vs_unfused_best:.2f}×",
-                                   "why": _why_slower(r, bandwidth.get(r.gpu_uuid))}
-                                  for r in slower.itertuples()]})
-    return found
-
-
-def _why_slower(r, bandwidth_gbps) -> str:
-    """The roofline's reading of a slow fused point: was the unfused pair limited by the traffic fusion saves?"""
-    import pandas as pd
-
-    unfused_bytes = r.min_bytes + 2 * OUTPUT_BYTES * r.m * r.n0  # A1 (float32) written, then read back
-    intensity = r.flops / unfused_bytes
-    unfused_tflops = r.tflops / r.speedup_vs_unfused_best
-    if not bandwidth_gbps or pd.isna(r.peak_tflops):
-        return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
-    ridge = r.peak_tflops * 1e3 / bandwidth_gbps
-    if intensity >= ridge:
-        return (f"compute-bound even unfused ({intensity:.0f} FLOP/byte with the intermediate, above the ridge "
-                f"at {ridge:.0f}): the traffic fusion saves was not the limit, and the fused kernel computes at "
-                f"{r.tflops:.3g} TFLOP/s against {unfused_tflops:.3g} for the unfused pair")
-    return (f"memory-bound unfused ({intensity:.0f} FLOP/byte, below the ridge at {ridge:.0f}), but the fused "
-            f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
-            f"copy bandwidth: it is bound by neither, computing at {r.tflops:.3g} TFLOP/s against "
-            f"{unfused_tflops:.3g} for the unfused pair")
-
+from gemmbench.workloads import Workload
 
 WORKLOAD = Workload(
     "b2b", ("m", "k0", "n0", "n1"),
@@ -115,10 +16,6 @@ WORKLOAD = Workload(
     flops=lambda d: 2.0 * d["m"] * d["k0"] * d["n0"] + 2.0 * d["m"] * d["n0"] * d["n1"],
     formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
             "without the m×n0 intermediate",
-    figures=("b2b_speedup", "roofline", "validation_error"),
-    compared=("b2b_speedup",),
-    position=lambda d: d["m"], speedups=True,
     sweep=lambda config: list(itertools.product(*(config["b2b"][a] for a in ("m", "k0", "n0", "n1")))),
     listed=lambda config: config["b2b"]["validation_shapes"], config_keys={"sweep": ("b2b",), "listed": ("b2b",)},
-    just=lambda d: {"b2b": {**{axis: [size] for axis, size in d.items()}, "validation_shapes": []}},
-    plots={"b2b_speedup": speedup_figure}, sections=tables)
+    just=lambda d: {"b2b": {**{axis: [size] for axis, size in d.items()}, "validation_shapes": []}})

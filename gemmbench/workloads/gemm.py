@@ -2,8 +2,6 @@
 the awkward shapes, validated only, are listed in `validation_shapes`."""
 from __future__ import annotations
 
-import numpy as np
-
 from gemmbench.workloads import Workload
 
 WORKLOAD = Workload(
@@ -14,10 +12,6 @@ WORKLOAD = Workload(
     scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
     formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn), with bf16 operands 2 · (mk + kn) + 4 · mn",
-    figures=("ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error"),
-    compared=("ladder", "pct_of_baseline"),
-    # the cube root of m·n·k: n for a square shape, an awkward shape placed by its volume
-    position=lambda d: np.cbrt(d["m"] * d["n"] * d["k"]), speedups=False,
     sweep=lambda config: [(n, n, n) for n in config["sizes"]] + [tuple(s) for s in config["shapes"]
                                                                    if not s[0] == s[1] == s[2] in config["sizes"]],
     listed=lambda config: config["validation_shapes"],

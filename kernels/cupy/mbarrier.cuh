@@ -24,3 +24,18 @@ __device__ __forceinline__ void barrier_wait(unsigned long long* barrier, int pa
                      : "memory");
     } while (!done);
 }
+
+// A pipeline's stages: thread 0 makes each stage's full barrier (`filled` arrivals) and empty barrier (`released`),
+// fences them for the async proxy (TMA), and the block waits until they exist.
+template <int STAGES>
+__device__ __forceinline__ void init_stage_barriers(unsigned long long* full, unsigned long long* empty, int filled,
+                                                    int released) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(full + s, filled);
+            barrier_init(empty + s, released);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}

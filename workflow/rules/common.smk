@@ -7,18 +7,11 @@ from snakemake.exceptions import WorkflowError
 # This workflow's gemmbench and kernels, here and in every script job (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import (
-    config as gemmbench_config,
-    first_on_path,
-    locks,
-    logs,
-    plan,
-    provenance,
-    stages,
-    tune as tuning,
-    workloads,
-)
+from gemmbench import config as gemmbench_config, first_on_path, logs, plan, stages, tune as tuning, workloads
 from gemmbench.config import ConfigError
+from gemmbench.measure import provenance
+from gemmbench.present import views
+from gemmbench.run import locks
 from kernels.registry import MODES
 
 first_on_path(workflow.basedir)

@@ -1,4 +1,4 @@
-FIGURES = plan.figures(config, VARIANTS.values())
+FIGURES = views.figures(config, VARIANTS.values())
 
 
 rule plot:

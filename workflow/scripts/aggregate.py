@@ -1,6 +1,7 @@
 from pathlib import Path
 
-from gemmbench import logs, tables
+from gemmbench import logs
+from gemmbench.present import tables
 from kernels import registry
 
 logs.setup(snakemake.log[0])

@@ -67,14 +67,7 @@ tc_registers_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, 
 
     const int tiles = CEIL_DIV(M, BM) * CEIL_DIV(N, BN), ktiles = CEIL_DIV(K, BK);
     const int warpgroup = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            barrier_init(full + s, 1);
-            barrier_init(empty + s, 2 * 4);  // every consumer warp
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    init_stage_barriers<STAGES>(full, empty, 1, 2 * 4);  // full: the TMA thread's expect; empty: every consumer warp
 
     if (warpgroup == 0) {  // the producer: one thread, few registers
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmbench import provenance
 from gemmbench.files import read_json, write_json
+from gemmbench.measure import provenance
 from kernels.registry import OPERAND_DTYPE
 
 # FLOP per clock per SM by compute capability: FP32 FFMA lanes x 2, and the dense tensor-core rates of TF32 and of

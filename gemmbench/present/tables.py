@@ -9,6 +9,7 @@ import pandas as pd
 import yaml
 
 from gemmbench import ROOT, workloads
+from gemmbench.present import views
 from gemmbench.workloads import SHAPE_COLUMNS
 
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").read_text())["tables"]
@@ -98,7 +99,7 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
         columns={"reference_s": "unfused_best_s"})
     ok = frame.status == "ok"
     frame["pct_of_baseline"] = 100 * frame.baseline_s / frame.median_s.where(ok)
-    fused = frame.workload.isin([name for name, w in workloads.WORKLOADS.items() if w.speedups])
+    fused = frame.workload.isin([name for name, view in views.VIEWS.items() if view.speedups])
     frame["speedup_vs_baseline"] = (frame.baseline_s / frame.median_s).where(ok & fused)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
     frame["throttled"] = frame.throttled.astype("boolean")

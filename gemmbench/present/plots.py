@@ -14,15 +14,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import ticker
 
-from gemmbench import workloads
-from gemmbench.tables import per_workload
-from kernels.registry import MODES
-
-MODE_ORDER = list(MODES)
+from gemmbench.present import views
+from gemmbench.present.axes import log2_size_axis, modes_in, placeholder
+from gemmbench.present.tables import per_workload
 
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
-             outdir: Path, names=workloads.get("gemm").figures) -> dict[str, Path]:
+             outdir: Path, names=views.get("gemm").figures) -> dict[str, Path]:
     """Write the named figures into `outdir`; return {figure name: PNG path}."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -35,8 +33,7 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
         "ladder": lambda: _ladder(ok),
         "roofline": lambda: _roofline(ok, devices),
         "validation_error": lambda: _validation_error(checked),
-        **{name: (lambda make=make: make(ok)) for workload in workloads.WORKLOADS.values()
-           for name, make in workload.plots.items()},
+        **{name: (lambda make=make: make(ok)) for view in views.VIEWS.values() for name, make in view.plots.items()},
     }
     return {name: _save(figures[name](), outdir / name) for name in names}
 
@@ -54,38 +51,8 @@ def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     series = series.where(~several_models(df), series + " · " + df["gpu"].astype(str))
     if "cache" in df and df["cache"].nunique() > 1:
         series = series + " · " + df["cache"].astype(str)
-    return df.assign(series=series, size=per_workload(df, lambda workload, sizes, mode: workload.position(sizes)))
-
-
-def modes_in(df: pd.DataFrame) -> list[str]:
-    present = set(df["mode"])
-    return [m for m in MODE_ORDER if m in present] + sorted(present - set(MODE_ORDER))
-
-
-def placeholder(title: str, text: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 3))
-    ax.axis("off")
-    ax.set_title(title)
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=12)
-    return fig
-
-
-MAX_SIZE_LABELS = 7  # more labels than this on a size axis run into each other
-
-
-def _size_label(size: int) -> str:
-    return f"{size // 1024}k" if size >= 1024 else str(size)
-
-
-def log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
-    """Log2 x axis ticked at powers of two (every second or fourth one where there are many), labelled as sizes
-    (256, 512, 1k, ... 16k)."""
-    low, high = math.floor(math.log2(sizes.min())), math.ceil(math.log2(sizes.max()))
-    step = math.ceil((high - low + 1) / MAX_SIZE_LABELS)
-    ticks = [2 ** e for e in range(high, low - 1, -step)][::-1]
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ticks, labels=[_size_label(t) for t in ticks])
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    return df.assign(series=series,
+                     size=per_workload(df, lambda workload, sizes, mode: views.get(workload.name).position(sizes)))
 
 
 WIDE_RANGE = 20  # values spanning more than this factor are drawn on a log axis (a CPU next to a GPU, a ladder)
@@ -184,7 +151,7 @@ def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
     """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
     if ok.empty:
         return ok
-    laddered = [name for name, w in workloads.WORKLOADS.items() if "ladder" in w.figures]
+    laddered = [name for name, view in views.VIEWS.items() if "ladder" in view.figures]
     ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_baseline"])
     several = ok.groupby("family")["variant"].nunique()
     return ok[ok["family"].isin(several[several > 1].index)]

@@ -10,12 +10,14 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from gemmbench import checking, workloads
-from gemmbench.plots import baseline_first
-from gemmbench.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
-from gemmbench.workloads import SHAPE_COLUMNS
+from gemmbench import workloads
+from gemmbench.measure import checking
+from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
+from gemmbench.present import tables, views
+from gemmbench.present.plots import baseline_first, ladder_rows, several_models
+from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "workflow/report/report.html.j2"
+TEMPLATE = Path(__file__).resolve().parents[2] / "workflow/report/report.html.j2"
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "median_ci_rel",
@@ -27,7 +29,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
                   figures: dict[str, Path], out_html: Path, methodology: dict,
                   compared_with: tuple[str, pd.DataFrame] | None = None) -> None:
-    """`figures` in reading order (the workload's, gemmbench/workloads.py); their captions are the ones
+    """`figures` in reading order (the workload's view, gemmbench/present/views/); their captions are the ones
     `snakemake --report` shows (workflow/report/*.rst)."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
     summary = summary.reindex(columns=[*summary.columns, *(c for c in SUMMARY_COLUMNS if c not in summary)])
@@ -43,8 +45,8 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         comparison=_comparison(summary, *compared_with) if compared_with else None,
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
-        workload_tables=[table for workload in workloads.WORKLOADS.values() if workload.sections
-                         for table in workload.sections(summary, devices)],
+        workload_tables=[table for view in views.VIEWS.values() if view.sections
+                         for table in view.sections(summary, devices)],
         figures=[{"name": name, "caption": f"{_caption(name)} {_drawn(summary, name)}".strip(),
                   "uri": _data_uri(figures[name], "image/png")} for name in figures],
         validation=_validation_matrix(validation),
@@ -68,7 +70,6 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
 
 def _drawn(summary: pd.DataFrame, name: str) -> str:
     """What this run's figure holds, in a sentence generated from the rows it draws."""
-    from gemmbench.plots import ladder_rows
 
     ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
     if name == "ladder":
@@ -110,10 +111,6 @@ def _format(value) -> str:
             return ""
         return str(int(value)) if value.is_integer() else f"{value:.4g}"
     return "" if value is None or value is pd.NA else str(value)
-
-
-def shape_text(row) -> str:
-    return "×".join(str(getattr(row, axis)) for axis in workloads.get(row.workload).axes)
 
 
 LONG_TEXT = 40  # characters: a column with longer cells wraps at a readable width, the others stay on one line
@@ -293,7 +290,6 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
 def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
     """This run against another (`name`, its summary): the points both measured, the noise band (the median
     |difference|), and the points beyond max(3 × that band, 2%), faster or slower."""
-    from gemmbench import tables
 
     both = tables.compare(other, summary, min_size=0)
     if both.empty:
@@ -377,7 +373,6 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
 
 def _ladders(summary: pd.DataFrame) -> list[dict]:
     """Per (gpu, family, mode): rows = variants in ladder order, columns = sweep sizes, TFLOP/s and % of cuBLAS."""
-    from gemmbench.plots import ladder_rows
 
     rows = ladder_rows(summary[summary["status"] == "ok"].dropna(subset=["tflops"]))
     tables = []
@@ -393,7 +388,6 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
 
 def _validation_matrix(validation: pd.DataFrame) -> dict:
     """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
-    from gemmbench.plots import several_models
 
     if validation.empty:
         return {"columns": [], "rows": [], "problems": [], "skipped": []}

@@ -14,8 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from gemmbench import ROOT, gpus, path_with
-from gemmbench.task import Task
+from gemmbench import ROOT, path_with
+from gemmbench.run import gpus
+from gemmbench.run.task import Task
 
 log = logging.getLogger("gemmbench")
 
@@ -83,7 +84,7 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
         while start < count:
             kills_before = oom_kills()
             with open(stderr_path, "w") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.worker", str(task_path), str(start)],
+                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start)],
                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
                                         start_new_session=True)
             events: queue.Queue = queue.Queue()

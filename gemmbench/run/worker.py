@@ -1,4 +1,4 @@
-"""Runs one task's points in a child process: `python -m gemmbench.worker TASK.json START`.
+"""Runs one task's points in a child process: `python -m gemmbench.run.worker TASK.json START`.
 
 It speaks a line protocol on its own channel (the original stdout; prints from kernels go to stderr):
 {"event": "ready", "device": {...}} after the build (for validate and bench, the facts of the device it runs on),
@@ -15,10 +15,11 @@ import traceback
 
 import numpy as np
 
-from gemmbench import backend as backends
-from gemmbench import checking, provenance, timing, tune, workloads
-from gemmbench.ledger import Ledger
-from gemmbench.task import Point, Task
+from gemmbench import tune, workloads
+from gemmbench.measure import backend as backends
+from gemmbench.measure import checking, provenance, timing
+from gemmbench.measure.ledger import Ledger
+from gemmbench.run.task import Point, Task
 from kernels import registry
 
 FATAL_EXIT = 3

@@ -1,0 +1,1 @@
+"""Presenting results: tidy tables, seaborn figures and the self-contained HTML report."""
