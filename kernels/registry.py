@@ -24,7 +24,7 @@ FAMILY_NAME = re.compile(r"[a-z][a-z0-9]*")  # a family is any name a module reg
 
 # What each family compiles with (provenance.toolchain's names): what its tuning results are keyed on.
 NVRTC = ("cupy-cuda13x", "cupy-cuda12x", "nvrtc")  # CuPy's RawModule and compile_using_nvrtc
-NUMBA = ("numba", "numba-cuda", "nvcc")  # numba-cuda's NVVM comes with the CUDA toolkit that nvcc is from
+NUMBA = ("numba", "numba-cuda", "nvvm")  # numba-cuda compiles through NVVM (the nvidia-nvvm wheel or the toolkit's)
 TVM = ("apache-tvm", "apache-tvm-ffi", *NVRTC)  # TVM writes the CUDA source, NVRTC compiles it
 
 

@@ -204,7 +204,8 @@ def test_a_tuning_key_holds_only_the_compilers_of_its_family():
     variants = registry.load()
     numba_rung, cupy_rung = variants["numba/05_warptile"], variants["cupy/10_pipelined"]
     settings = {"trials": 4, "seed": 0, "sizes": [64]}
-    node = {"numba": "0.68.0", "numba-cuda": "0.30.4", "cupy-cuda13x": "14.2.0", "nvrtc": "13.0", "nvcc": "13.0.88"}
+    node = {"numba": "0.68.0", "numba-cuda": "0.30.4", "cupy-cuda13x": "14.2.0", "nvrtc": "13.0", "nvcc": "13.0.88",
+            "nvvm": "13.0.88"}
     with_tvm = {**node, "apache-tvm": "0.27.0", "apache-tvm-ffi": "0.1.14"}
     assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings, with_tvm)
     assert tune.key(cupy_rung, "fp32", settings, node) == tune.key(cupy_rung, "fp32", settings, with_tvm)
@@ -213,6 +214,11 @@ def test_a_tuning_key_holds_only_the_compilers_of_its_family():
     assert tune.key(cupy_rung, "fp32", settings, node) != tune.key(cupy_rung, "fp32", settings, newer_nvrtc)
     assert tune.key(numba_rung, "fp32", settings, node) != tune.key(numba_rung, "fp32", settings,
                                                                       {**node, "numba-cuda": "0.31.0"})
+    # numba-cuda compiles through NVVM: its version keys a Numba kernel, the toolkit's nvcc does not
+    assert tune.key(numba_rung, "fp32", settings, node) != tune.key(numba_rung, "fp32", settings,
+                                                                      {**node, "nvvm": "13.5.37"})
+    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings,
+                                                                      {**node, "nvcc": "13.5.37"})
 
 
 def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():

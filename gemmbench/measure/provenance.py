@@ -38,6 +38,15 @@ def _nvcc_version() -> str | None:
     return found.group(1) if found else None
 
 
+def _nvvm_version(nvcc: str | None) -> str | None:
+    """The NVVM that numba-cuda compiles with: the nvidia-nvvm wheel's where one is installed (cuda-pathfinder looks
+    in site-packages first), else the CUDA toolkit's, which is nvcc's release."""
+    try:
+        return metadata.version("nvidia-nvvm")
+    except metadata.PackageNotFoundError:
+        return nvcc
+
+
 def _nvrtc_version() -> str | None:
     """The NVRTC that CuPy compiles with (the CUDA toolkit's or a wheel's, whichever CuPy loads)."""
     try:
@@ -56,7 +65,8 @@ def toolchain() -> dict:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-    versions.update(nvrtc=_nvrtc_version(), nvcc=_nvcc_version(), cuda_toolkit=_toolkit_version(),
+    nvcc = _nvcc_version()
+    versions.update(nvrtc=_nvrtc_version(), nvcc=nvcc, nvvm=_nvvm_version(nvcc), cuda_toolkit=_toolkit_version(),
                     driver=_driver_version())
     return {name: version for name, version in versions.items() if version}
 
