@@ -4,10 +4,10 @@
 # default (config/cpu.yaml), and says so. Run it again after an interruption: it continues where the run stopped.
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ ! -x .venv/bin/snakemake ] || [ requirements.txt -nt .venv/.installed ]; then
+if [ ! -x .venv/bin/snakemake ] || [ requirements.txt -nt .venv/.installed ] || [ requirements.lock -nt .venv/.installed ]; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -r requirements.txt
+  .venv/bin/pip install --quiet -r requirements.txt -c requirements.lock  # every package at its locked version
   touch .venv/.installed
 fi
 

@@ -4,10 +4,11 @@
 # GPU tests are marked `gpu` and skip without a GPU; the report test needs Debian's chromium (installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ ! -x .venv/bin/pytest ] || [ requirements-test.txt -nt .venv/.installed-test ] || [ requirements.txt -nt .venv/.installed-test ]; then
+if [ ! -x .venv/bin/pytest ] || [ requirements-test.txt -nt .venv/.installed-test ] || [ requirements.txt -nt .venv/.installed-test ] \
+    || [ requirements.lock -nt .venv/.installed-test ]; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -r requirements-test.txt
+  .venv/bin/pip install --quiet -r requirements-test.txt -c requirements.lock  # every package at its locked version
   touch .venv/.installed-test
 fi
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

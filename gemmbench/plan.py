@@ -143,8 +143,11 @@ def tuned(config: dict, variant: registry.Variant, gpu: str | None = None) -> bo
         return True
     from gemmbench import tune
 
-    return bool(variant.tuner) and any(tune.committed(config["tune"], variant, mode, gpu or gpu_slug(config))[1]
-                                       for mode in modes(config, variant))
+    model = gpu or gpu_slug(config)
+    return bool(variant.tuner) and any(
+        tune.committed(config["tune"], variant, mode, model)[1]
+        or (config["tune"]["transfer"] and tune.transferred(config["tune"], variant, mode, model, tune.host_gpu()))
+        for mode in modes(config, variant))
 
 
 def params(config: dict, variant: registry.Variant) -> dict:

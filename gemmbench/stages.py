@@ -110,6 +110,17 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
                         record.get("compilers"), tuning.compilers(variant))
         write_json(out, {**record, "reused_from": reused_from})
         return record
+    found = tuning.transferred(config["tune"], variant, mode, gpu, tuning.host_gpu()) \
+        if config["tune"]["transfer"] else None
+    if found:
+        path, record, why = found
+        source = str(path.relative_to(tuning.COMMITTED.parent.parent))
+        log.warning("%s %s: no committed tuning result for this GPU and toolchain; using %s, transferred: %s "
+                    "(tune.transfer=false searches instead)", key, mode, source, why)
+        write_json(out, {**record, "reused_from": source, "transferred": why})
+        return record
+    if tuning.host_gpu():  # what another GPU model's run needs to know to take these records (tune.transferred)
+        write_json(Path(out).parents[2] / tuning.GPU_FACTS, tuning.host_gpu())
     if variant.tuner:
         record = _autotune(config, variant, mode, gpu, settings, expected, committed, out)
         write_json(out, record)
@@ -277,9 +288,20 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
     row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
            "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT)),
+           "tuning": _tuning_source(record),
            **({"tuned_median_s": measured, "tuned_on": record.get("gpu")} if measured else {})}
     write_json(out, row)
     return row
+
+
+def _tuning_source(record: dict) -> str:
+    """Where a build's parameters come from, for its rows: none (the configured ones), a search on this GPU, a
+    committed result, or one transferred (another GPU model or toolchain), and why."""
+    if not record:
+        return ""
+    if record.get("transferred"):
+        return f"transferred from {record['reused_from']}: {record['transferred']}"
+    return f"committed {record['reused_from']}" if record.get("reused_from") else "searched on this GPU"
 
 
 def _run_points(kind, config, variant, mode, shapes, blocked, classes, keep=lambda i, row, device: None
@@ -378,7 +400,7 @@ def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -
         if found:
             row.update({k: found.get(k) for k in ("rel_error", "max_abs_error")})
         row.update(failure_columns(history[shapes[i].label]))
-        row.update(against_tuning(built, shapes[i], row))
+        row.update(against_tuning(built, shapes[i], row), tuning=built.get("tuning", ""))
         write_json(points_dir / f"{shapes[i].label}.json",
                    {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else [],
                     "history": history[shapes[i].label]})

@@ -5,6 +5,7 @@ on one GPU. The build compiles one kernel per class; a point runs the kernel of 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -191,6 +192,58 @@ def migrate(root: Path = COMMITTED) -> list[str]:
             write_json(path, {**record, "key": now})
             said.append(f"{name}: migrated: every class winner compiles to the same code")
     return said
+
+
+GPU_FACTS = "gpu.json"  # config/tuning/<gpu>/gpu.json: the model's compute capability and SM count
+
+
+@functools.cache
+def host_gpu() -> dict | None:
+    """GPU 0's architecture and SM count (what decides whether another model's tuning transfers); None without one."""
+    try:
+        import cupy
+
+        device = cupy.cuda.Device(0)
+        capability = device.compute_capability  # "90": as the device facts write it, "9.0"
+        return {"compute_capability": f"{capability[:-1]}.{capability[-1]}",
+                "sm_count": device.attributes["MultiProcessorCount"]}
+    except Exception:  # no CuPy or no GPU (a submit host): only this model's own records can transfer
+        return None
+
+
+def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
+                facts: dict | None) -> tuple[Path, dict, str] | None:
+    """A committed record to use, labelled as transferred, where none stands for this host (`committed`): this GPU
+    model's, searched with other compilers, else one of another model with the same architecture and SM count
+    (`facts`: this GPU's; config/tuning/<model>/gpu.json, theirs). Either way its code is the variant's (the key,
+    with the record's own settings and compilers, stands) and its search covers the configured one. Returns the
+    record's path, the record and why it is transferred."""
+    wanted = settings(tune, variant)
+    models = [gpu, *(d.name for d in sorted(COMMITTED.iterdir()) if d.name != gpu and _same_kind(d, facts))]
+    for model in models:
+        path = committed_path(model, variant, mode)
+        if not path.exists():
+            continue
+        ran = json.loads(path.read_text())
+        if key(variant, mode, ran["settings"], ran.get("compilers", {})) != ran.get("key"):
+            continue
+        if not variant.tuner and not _covers(ran["settings"], wanted):
+            continue
+        ran_with, here = relevant(variant, ran.get("compilers", {})), compilers(variant)
+        why = [f"tuned on {model}, of the same architecture and SM count"] if model != gpu else []
+        if ran_with != here:
+            why.append("searched with " + ", ".join(f"{k} {v}" for k, v in sorted(ran_with.items()))
+                       + "; this host has " + ", ".join(f"{k} {v}" for k, v in sorted(here.items())))
+        return path, ran, "; ".join(why) or "searched with other settings"
+    return None
+
+
+def _same_kind(folder: Path, facts: dict | None) -> bool:
+    known = folder / GPU_FACTS
+    if not facts or not known.exists():
+        return False
+    theirs = json.loads(known.read_text())
+    return all(theirs.get(name) == facts[name] for name in ("compute_capability", "sm_count"))
 
 
 def _covers(ran: dict, wanted: dict) -> bool:

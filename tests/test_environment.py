@@ -16,6 +16,20 @@ def test_environment_yml_and_requirements_agree():
     assert set(pip_section) == requirement_pins(ROOT / "requirements.txt")
 
 
+def test_the_lock_holds_every_requirement_at_its_pin_and_the_cuda_wheels():
+    """requirements.lock is the resolved environment: each direct pin at its version, and the CUDA wheels that
+    numba-cuda[cu13] brings (NVRTC, NVVM: the compilers the tuning records are keyed on) at theirs."""
+    def pins(path):
+        return dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[.*\])?==(.+)", p).groups() for p in requirement_pins(path))
+
+    def norm(name):
+        return name.lower().replace("_", "-")
+
+    locked = {norm(k): v for k, v in pins(ROOT / "requirements.lock").items()}
+    assert all(locked.get(norm(k)) == v for k, v in pins(ROOT / "requirements.txt").items())
+    assert {"nvidia-cuda-nvrtc", "nvidia-nvvm", "cuda-bindings", "nvidia-cuda-runtime"} <= set(locked)
+
+
 def test_known_pins():
     pins = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[.*\])?==(.+)", p).groups()
                 for p in requirement_pins(ROOT / "requirements.txt"))

@@ -113,3 +113,33 @@ def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_p
                               text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
     assert "cupy/13_split_barriers/fp32.json: stale: the code of the winners" in migrated.stdout, migrated.stdout
     assert check(tree)[0] == COMMITTED - 1
+
+
+def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count_and_to_other_compilers():
+    """Labelled with why: another model's search (the H100's for an H200: sm_90, 132 SMs each), or this model's
+    searched with other compilers (the GPU node's NVRTC 13.0 for the README's 13.5); not to another architecture."""
+    import json
+
+    from gemmbench import config, tune
+    from kernels import registry
+
+    cfg = config.validate({})["tune"]
+    variant = registry.load()["cupy/10_pipelined"]
+    h100 = json.loads((tune.COMMITTED / "nvidia-h100-80gb-hbm3" / tune.GPU_FACTS).read_text())
+    same = {"compute_capability": h100["compute_capability"], "sm_count": h100["sm_count"]}
+    path, record, why = tune.transferred(cfg, variant, "fp32", "nvidia-h200", same)
+    assert path == tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32") and record["classes"]
+    assert "tuned on nvidia-h100-80gb-hbm3, of the same architecture and SM count" in why
+    assert tune.transferred(cfg, variant, "fp32", "nvidia-h200", {**same, "sm_count": same["sm_count"] - 18}) is None
+    assert tune.transferred(cfg, variant, "fp32", "nvidia-a100", {**same, "compute_capability": "8.0"}) is None
+
+    ran_with = record["compilers"]
+    other = {**ran_with, "nvrtc": "13.5"}
+    assert tune.committed(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", other)[1] is None
+    monkey = tune.compilers
+    try:
+        tune.compilers = lambda v=None: tune.relevant(v, other)
+        _, _, why = tune.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
+    finally:
+        tune.compilers = monkey
+    assert why.startswith("searched with ") and "nvrtc 13.0" in why and "this host has" in why and "nvrtc 13.5" in why

@@ -22,7 +22,7 @@ VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep thei
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
 SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "median_ci_rel",
                    "speedup_vs_baseline", "speedup_vs_unfused_best", "failures_before", "failure_history",
-                   "timing_gate", "slower_than_tuning"]
+                   "timing_gate", "slower_than_tuning", "tuning"]
 
 
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
@@ -56,6 +56,8 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                                          [*NON_OK_COLUMNS, "failures_before", "failure_history"]]),
         slower_than_tuning=_table(summary.loc[pd.to_numeric(summary["slower_than_tuning"], errors="coerce") > 0,
                                               [*NON_OK_COLUMNS[:-1], "slower_than_tuning", "message"]]),
+        transferred=_table(summary.loc[summary["tuning"].astype("string").fillna("").str.startswith("transferred"),
+                                       ["gpu", "family", "variant", "mode", "tuning"]].drop_duplicates()),
         ungated=_table(summary.loc[summary["timing_gate"].astype("string").fillna("").str.startswith("unchecked"),
                                    [*NON_OK_COLUMNS[:-2], "timing_gate"]]),
         skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
