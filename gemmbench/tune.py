@@ -219,7 +219,8 @@ def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     with the record's own settings and compilers, stands) and its search covers the configured one. Returns the
     record's path, the record and why it is transferred."""
     wanted = settings(tune, variant)
-    models = [gpu, *(d.name for d in sorted(COMMITTED.iterdir()) if d.name != gpu and _same_kind(d, facts))]
+    others = sorted(COMMITTED.iterdir()) if COMMITTED.exists() else []
+    models = [gpu, *(d.name for d in others if d.name != gpu and _same_kind(d, facts))]
     for model in models:
         path = committed_path(model, variant, mode)
         if not path.exists():
