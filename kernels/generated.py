@@ -73,13 +73,29 @@ def machine_code(source: Path, expressions: list[str], options: tuple[str, ...])
     """NVRTC's cubin for the template instantiations `expressions` of `source`: the first that it makes twice. NVRTC
     13.5 now and then allocates registers otherwise in one compile (seen in a process's first compile of rung 7):
     the cubin it makes most is the one that stands for the code."""
-    made: list[bytes] = []
+    return twice(lambda: _cubin(source, expressions, options), f"{source.name} {expressions}")
+
+
+def twice(compile_it, what: str):
+    """The first output a compiler makes twice in three tries (NVRTC 13.5 now and then makes another)."""
+    made = []
     for _ in range(3):
-        code = _cubin(source, expressions, options)
+        code = compile_it()
         if code in made:
             return code
         made.append(code)
-    raise RuntimeError(f"NVRTC made three different cubins of {source.name} {expressions}")
+    raise RuntimeError(f"three compiles of {what} made three different outputs")
+
+
+SYMBOL = re.compile(r"\b(?:_Z\w+|_cudapy_smem_\d+)")
+
+
+def symbols_renamed(ptx: str) -> str:
+    """PTX with its mangled symbols and shared arrays numbered by first appearance: Numba puts the module's path and a
+    counter into every name (B2v1, B2v2 for two compiles of one function; _cudapy_smem_1, _5), which say nothing of
+    the code."""
+    names: dict[str, str] = {}
+    return SYMBOL.sub(lambda m: names.setdefault(m.group(0), f"_S{len(names)}"), ptx)
 
 
 def _cubin(source: Path, expressions: list[str], options: tuple[str, ...]) -> bytes:

@@ -49,7 +49,8 @@ def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: in
             "source_digest": "5eed5eed5eed5eed", "driver": device.get("driver"), "toolchain": "python=3.12.3",
             "timing_gate": "checked" if device["peak_tflops"] else "unchecked: no known fp32 peak",
             "failures_before": 0, "failure_history": "", "slower_than_tuning": None,
-            "tuning": "committed config/tuning/nvidia-h100-80gb-hbm3/cupy/10_pipelined/fp32.json" if family == "cupy" else ""}
+            "tuning": f"committed config/tuning/nvidia-h100-80gb-hbm3/{family}/{variant}/{mode}.json"
+            if family == "cupy" else ""}
 
 
 def _summary(device: dict, variants: list[tuple[str, str, float]], sizes: list[int],

@@ -222,6 +222,30 @@ def _build(rung: Rung, params: Mapping) -> Built:
     return Built(Compiled(rung, dict(params), dispatcher), facts)
 
 
+PROBE_SHAPES = ((4096, 4096), (1000, 777))  # shapes whose launch geometry a code digest records
+
+
+def code(rung: Rung, params: Mapping) -> dict:
+    """What NVVM makes of the rung for `params` (its PTX for sm_90, symbols renamed: kernels/generated.py), and how
+    it is launched: a tuning record's winners are migrated on it without a GPU."""
+    from importlib import metadata
+
+    from numba import cuda
+
+    from kernels import generated
+
+    kernel = module(rung.file).make(**params)
+    ptx = generated.twice(lambda: generated.symbols_renamed(
+        cuda.compile(kernel, SIGNATURE, device=False, abi="numba", cc=(9, 0), output="ptx")[0]), rung.variant_name)
+    try:
+        nvvm = metadata.version("nvidia-nvvm")
+    except metadata.PackageNotFoundError:
+        nvvm = "the toolkit's"
+    return {"compiler": f"numba-cuda {metadata.version('numba-cuda')}, nvvm {nvvm}",
+            "ptx": generated.digest([ptx.encode()]),
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in PROBE_SHAPES]}}
+
+
 def _jit(kernel):
     """Compiled now, for this GPU, through Numba's on-disk cache (NUMBA_CACHE_DIR): another process loads the
     kernel instead of compiling it again (seconds per rung). Numba keys it on the rung file, the closure's tile
@@ -261,8 +285,8 @@ def _variant(rung: Rung) -> Variant:
                    build=lambda mode, params, cache_dir: _build(rung, params), run=_run,
                    params=dict(rung.defaults), space=dict(rung.space), check_params=rung.problems,
                    unsupported=unsupported, source_files=tuple(str(HERE / f) for f in (rung.file, *rung.builds_on)),
-                   compilers=NUMBA,
-                   description=rung.description)
+                   compilers=NUMBA, description=rung.description,
+                   generated=None if rung.gufunc else (lambda mode, params: code(rung, params)))
 
 
 for _rung in RUNGS:

@@ -226,14 +226,30 @@ def _tuner(module):
     return tune
 
 
+PROBE_SHAPES = ((4096, 4096, 4096), (1000, 999, 1001))  # TVM specialises per shape: the code of two of them
+
+
+def code(file: str, params: Mapping) -> dict:
+    """What TVM makes of the schedule for `params` (its CUDA source for sm_90 at two shapes, and their launch
+    extents), with no GPU: a tuning record's winners are migrated on it (kernels/generated.py)."""
+    from importlib import metadata
+
+    from kernels import generated
+
+    made = [Compiled(file, dict(params), "sm_90").generated(shape) for shape in PROBE_SHAPES]
+    return {"compiler": f"apache-tvm {metadata.version('apache-tvm')}",
+            "source": generated.digest([m["source"].encode() for m in made]),
+            "launch": [[list(m["grid"]), list(m["block"])] for m in made]}
+
+
 def _variant(file: str) -> Variant:
     module = schedule_module(file)
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
                    build=lambda mode, params, cache_dir: _build(file, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
                    tuner=_tuner(module), source_files=(str(HERE / file), __file__), compilers=TVM,
-                   description=module.DESCRIPTION,
-                   prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k))
+                   description=module.DESCRIPTION, prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k),
+                   generated=None if _tuner(module) else (lambda mode, params: code(file, params)))
 
 
 for _file in SCHEDULES:
