@@ -110,8 +110,8 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
                         record.get("compilers"), tuning.compilers(variant))
         write_json(out, {**record, "reused_from": reused_from})
         return record
-    found = tuning.transferred(config["tune"], variant, mode, gpu, tuning.host_gpu()) \
-        if config["tune"]["transfer"] else None
+    facts = tuning.host_gpu()
+    found = tuning.transferred(config["tune"], variant, mode, gpu, facts) if config["tune"]["transfer"] else None
     if found:
         path, record, why = found
         source = str(path.relative_to(tuning.COMMITTED.parent.parent))
@@ -119,8 +119,8 @@ def tune(config: dict, key: str, mode: str, gpu: str, out) -> dict:
                     "(tune.transfer=false searches instead)", key, mode, source, why)
         write_json(out, {**record, "reused_from": source, "transferred": why})
         return record
-    if tuning.host_gpu():  # what another GPU model's run needs to know to take these records (tune.transferred)
-        write_json(Path(out).parents[2] / tuning.GPU_FACTS, tuning.host_gpu())
+    if facts:  # what another GPU model's run needs to know to take these records (tune.transferred)
+        write_json(Path(out).parents[2] / tuning.GPU_FACTS, facts)
     if variant.tuner:
         record = _autotune(config, variant, mode, gpu, settings, expected, committed, out)
         write_json(out, record)

@@ -134,19 +134,27 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     return path, record
 
 
-def stale(root: Path = COMMITTED) -> list[str]:
-    """The committed records under `root` (<gpu>/<family>/<variant>/<mode>.json) that no longer stand for their
-    variant's code, each with why: a record's search settings and compilers are its own, so this asks only whether the
-    code it timed, its space and the measuring method are unchanged. Needs no GPU and no compiler."""
+def _records(root: Path):
+    """Each committed record under `root` (<gpu>/<family>/<variant>/<mode>.json): its name, path, contents, variant
+    (None if none is registered) and the key it would have now, with its own settings and compilers."""
     known = registry.load()
-    found = []
     for path in sorted(root.glob("*/*/*/*.json")):
         record = json.loads(path.read_text())
         variant = known.get(record.get("variant"))
+        now = variant and key(variant, record["mode"], record["settings"], record.get("compilers", {}))
+        yield path.relative_to(root), path, record, variant, now
+
+
+def stale(root: Path = COMMITTED) -> list[str]:
+    """The committed records under `root` that no longer stand for their variant's code, each with why: a record's
+    search settings and compilers are its own, so this asks only whether the code it timed, its space and the
+    measuring method are unchanged. Needs no GPU and no compiler."""
+    found = []
+    for name, _, record, variant, now in _records(root):
         if variant is None:
-            found.append(f"{path.relative_to(root)}: no variant {record.get('variant')!r} is registered")
-        elif key(variant, record["mode"], record["settings"], record.get("compilers", {})) != record.get("key"):
-            found.append(f"{path.relative_to(root)}: its variant's code, space or measuring method changed")
+            found.append(f"{name}: no variant {record.get('variant')!r} is registered")
+        elif now != record.get("key"):
+            found.append(f"{name}: its variant's code, space or measuring method changed")
     return found
 
 
@@ -162,16 +170,11 @@ def migrate(root: Path = COMMITTED) -> list[str]:
     """Re-key the committed records that are stale only by their key: those whose space is the variant's and whose
     every class winner comes out of the compiler as it did when it was timed (the same digests, compiler and launch
     settings). Says what it did with each stale record; the others need a GPU (the tune stage searches again)."""
-    known = registry.load()
     said = []
-    for path in sorted(root.glob("*/*/*/*.json")):
-        record = json.loads(path.read_text())
-        variant = known.get(record.get("variant"))
-        name = path.relative_to(root)
+    for name, path, record, variant, now in _records(root):
         if variant is None:
             said.append(f"{name}: no variant {record.get('variant')!r} is registered; left as it is")
             continue
-        now = key(variant, record["mode"], record["settings"], record.get("compilers", {}))
         if now == record.get("key"):
             continue
         stored = record.get("generated")

@@ -50,23 +50,31 @@ def _by_basename(text: bytes) -> bytes:
     return INCLUDE_BYTES.sub(lambda m: b'#include "' + m.group(1).rsplit(b"/", 1)[-1] + b'"', text)
 
 
-def headers(source: Path) -> dict[str, bytes]:
-    """The files `source` includes with quotes, transitively, by file name (`../common.cuh` as `common.cuh`), their
-    own includes so renamed: the IR records the names by which files are included, and a file's place in the tree
-    is not its code."""
-    found: dict[str, bytes] = {}
-    paths: dict[str, Path] = {}
+def included(source: Path) -> list[Path]:
+    """The files `source` includes with quotes (relative to the including file), transitively, each once."""
+    found: dict[Path, None] = {}
     todo = [source]
     while todo:
-        file = todo.pop()
+        file = todo.pop(0)
         for name in INCLUDE.findall(file.read_text()):
             path = (file.parent / name).resolve()
-            if paths.setdefault(path.name, path) != path:
-                raise ValueError(f"{source} includes two files named {path.name}: {paths[path.name]} and {path}")
-            if path.name not in found:
-                found[path.name] = _by_basename(path.read_bytes())
+            if path not in found:
+                found[path] = None
                 todo.append(path)
-    return found
+    return list(found)
+
+
+def headers(source: Path) -> dict[str, bytes]:
+    """The files `source` includes, by file name (`../common.cuh` as `common.cuh`), their own includes so renamed:
+    the output records the names by which files are included, and a file's place in the tree is not its code."""
+    paths = included(source)
+    names = {path.name for path in paths}
+    if len(names) < len(paths):
+        raise ValueError(f"{source} includes two files of one name: {[str(p) for p in paths]}")
+    return {path.name: _by_basename(path.read_bytes()) for path in paths}
+
+
+PROBE_SHAPES = ((4096, 4096), (1000, 777))  # (m, n) of C whose launch geometry a code digest records: square, off-tile
 
 
 def machine_code(source: Path, expressions: list[str], options: tuple[str, ...]) -> bytes:

@@ -115,7 +115,7 @@ def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_p
     assert check(tree)[0] == COMMITTED - 1
 
 
-def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count_and_to_other_compilers():
+def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count_and_to_other_compilers(monkeypatch):
     """Labelled with why: another model's search (the H100's for an H200: sm_90, 132 SMs each), or this model's
     searched with other compilers (the GPU node's NVRTC 13.0 for the README's 13.5); not to another architecture."""
     import json
@@ -136,10 +136,6 @@ def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count
     ran_with = record["compilers"]
     other = {**ran_with, "nvrtc": "13.5"}
     assert tune.committed(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", other)[1] is None
-    monkey = tune.compilers
-    try:
-        tune.compilers = lambda v=None: tune.relevant(v, other)
-        _, _, why = tune.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
-    finally:
-        tune.compilers = monkey
+    monkeypatch.setattr(tune, "compilers", lambda v=None: tune.relevant(v, other))
+    _, _, why = tune.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
     assert why.startswith("searched with ") and "nvrtc 13.0" in why and "this host has" in why and "nvrtc 13.5" in why

@@ -155,10 +155,6 @@ def _run(compiled: Compiled, a, b, c, stream) -> None:
                              stream=stream)
 
 
-# Shapes whose launch geometry a code digest records: a square one and one off every tile
-PROBE_SHAPES = ((4096, 4096), (1000, 777))
-
-
 def code(rung: Rung, mode: str, params: Mapping) -> dict:
     """What NVRTC makes of the rung's instantiations for `params` in `mode` (and of its launcher's other programs),
     and how they are launched: a tuning trial's identity (kernels/generated.py)."""
@@ -168,7 +164,7 @@ def code(rung: Rung, mode: str, params: Mapping) -> dict:
     options = ("-std=c++17", *rung.options) if rung.options else ("-std=c++17", generated.ARCH)
     codes = [generated.machine_code(rung.folder / rung.file, list(names), options) for names in programs]
     return {"compiler": generated.nvrtc_version(), "cubin": generated.digest(codes),
-            "launch": {"shapes": [rung.launch(params, m, n) for m, n in PROBE_SHAPES],
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in generated.PROBE_SHAPES],
                        "dynamic_smem": rung.dynamic_smem(params), "persistent": rung.persistent}}
 
 
@@ -190,19 +186,9 @@ def variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=tuple(rung.kernels), build=build,
                    run=rung.launcher.run if rung.launcher else _run, params=dict(rung.defaults),
                    space=dict(rung.space), check_params=rung.problems, unsupported=_unsupported,
-                   source_files=(str(rung.folder / rung.file), *map(str, _includes(rung.folder / rung.file))),
+                   source_files=(str(rung.folder / rung.file), *map(str, generated.included(rung.folder / rung.file))),
                    compilers=NVRTC, description=rung.description,
                    generated=lambda mode, params: code(rung, mode, params))
-
-
-def _includes(file: Path) -> list[Path]:
-    """The files a CUDA file #includes from the family's folders (08 builds on 07, tc03 on 10), transitively."""
-    found = []
-    for line in file.read_text().splitlines():
-        if line.startswith('#include "'):
-            inner = (file.parent / line.split('"')[1]).resolve()
-            found += [inner, *_includes(inner)]
-    return list(dict.fromkeys(found))
 
 
 def declare(*rungs: Rung) -> tuple[Rung, ...]:

@@ -222,9 +222,6 @@ def _build(rung: Rung, params: Mapping) -> Built:
     return Built(Compiled(rung, dict(params), dispatcher), facts)
 
 
-PROBE_SHAPES = ((4096, 4096), (1000, 777))  # shapes whose launch geometry a code digest records
-
-
 def code(rung: Rung, params: Mapping) -> dict:
     """What NVVM makes of the rung for `params` (its PTX for sm_90, symbols renamed: kernels/generated.py), and how
     it is launched: a tuning record's winners are migrated on it without a GPU."""
@@ -243,7 +240,7 @@ def code(rung: Rung, params: Mapping) -> dict:
         nvvm = "the toolkit's"
     return {"compiler": f"numba-cuda {metadata.version('numba-cuda')}, nvvm {nvvm}",
             "ptx": generated.digest([ptx.encode()]),
-            "launch": {"shapes": [rung.launch(params, m, n) for m, n in PROBE_SHAPES]}}
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in generated.PROBE_SHAPES]}}
 
 
 def _jit(kernel):
