@@ -47,7 +47,7 @@ def cmd_run(args) -> int:
     else:  # every axis --size
         shape = plan.Shape.of(workload, (args.size,) * len(workloads.get(workload).axes))
     sizes = shape.sizes
-    overrides = {"workload": workload, "families": [args.variant.split("/")[0]], "variants": [args.variant],
+    overrides = {"workloads": [workload], "families": [args.variant.split("/")[0]], "variants": [args.variant],
                  "modes": [args.mode], "max_size": {}, "cache": args.cache, **workloads.get(workload).just(sizes)}
     cfg = gemmbench_config.validate({**cfg, **overrides})
     device, reason = plan.resolve_device(cfg["device"])
@@ -64,9 +64,8 @@ def cmd_run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
         tmp = Path(tmp)
         stages.build(cfg, args.variant, args.mode, tmp / "build.json", path if tuning else None)
-        stages.validate(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json")
-        row = stages.bench(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json",
-                           tmp / "bench.json")[0]
+        row = stages.measure(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json",
+                             tmp / "bench.json")[1][0]
     flops = workloads.get(workload).flops(sizes)
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
@@ -151,11 +150,10 @@ def cmd_report(args) -> int:
     summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
-    workload = workloads.get(summary["workload"].iloc[0] if "workload" in summary and len(summary) else "gemm")
-    baseline = bool((summary["role"] == "baseline").any())
-    view = views.get(workload.name)
-    names = [name for name in view.figures if baseline or name not in view.compared]
-    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workload": workload.name})
+    ran = summary[["workload", "role"]].drop_duplicates()  # tables.read names gemm where older tables name none
+    ran_workloads = list(dict.fromkeys(ran["workload"])) or ["gemm"]
+    names = views.figures(ran_workloads, list(ran.itertuples()))
+    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workloads": ran_workloads})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",

@@ -64,15 +64,13 @@ def require_gpu(gpus: int | None = None) -> None:
                           "use device: auto or cpu, or run on a GPU host")
 
 
-def sweep_shapes(config: dict) -> list[Shape]:
+def sweep_shapes(config: dict, workload: str) -> list[Shape]:
     """The workload's sweep (gemm: the square sizes; b2b: every combination of its axes' sizes)."""
-    workload = config["workload"]
     return [Shape.of(workload, sizes) for sizes in workloads.get(workload).sweep(config)]
 
 
-def validation_shapes(config: dict) -> list[Shape]:
-    workload = config["workload"]
-    sweep = sweep_shapes(config)
+def validation_shapes(config: dict, workload: str) -> list[Shape]:
+    sweep = sweep_shapes(config, workload)
     in_sweep = {s.dims for s in sweep}
     awkward = [Shape.of(workload, sizes, "awkward") for sizes in workloads.get(workload).listed(config)]
     return sweep + [s for s in awkward if s.dims not in in_sweep]
@@ -81,26 +79,27 @@ def validation_shapes(config: dict) -> list[Shape]:
 def variants(config: dict, device: str) -> list[registry.Variant]:
     """The variants to run: chosen families, optional allow-list, and only CPU variants without a GPU."""
     known = registry.load(config["variant_modules"])
-    if config["workload"] not in workloads.WORKLOADS:
-        raise ConfigError(f"workload: {config['workload']!r} is not registered ({sorted(workloads.WORKLOADS)}; a "
-                          f"module named in variant_modules may register one)")
+    unregistered = [name for name in config["workloads"] if name not in workloads.WORKLOADS]
+    if unregistered:
+        raise ConfigError(f"workloads: {unregistered} not registered ({sorted(workloads.WORKLOADS)}; a module named "
+                          f"in variant_modules may register one)")
     unknown = [key for key in config["variants"] if key not in known]
     if unknown:
         raise ConfigError(f"variants: unknown {unknown}; registered variants are {sorted(known)}")
-    elsewhere = [key for key in config["variants"] if known[key].workload != config["workload"]]
+    elsewhere = [key for key in config["variants"] if known[key].workload not in config["workloads"]]
     if elsewhere:
-        raise ConfigError(f"variants: {elsewhere} compute another workload than workload: {config['workload']}")
+        raise ConfigError(f"variants: {elsewhere} compute a workload not in workloads: {config['workloads']}")
     families = {v.family for v in known.values()}
     absent = [family for family in config["families"] if family not in families]
     if absent:
         raise ConfigError(f"families: {absent} registered no variant; registered families are {sorted(families)} "
                           f"(a module of your own registers more: variant_modules)")
-    chosen = [v for v in known.values() if v.workload == config["workload"] and v.family in config["families"]
+    chosen = [v for v in known.values() if v.workload in config["workloads"] and v.family in config["families"]
               and (not config["variants"] or v.key in config["variants"])]
     for family in config["families"]:
         if not any(v.family == family for v in chosen):
-            log.warning("family %r has no registered %s variant (selected by the config): nothing to run for it",
-                        family, config["workload"])
+            log.warning("family %r has no registered variant of %s (selected by the config): nothing to run for it",
+                        family, " or ".join(config["workloads"]))
     untuned = [v.key for v in chosen if v.tuner and device == "cuda" and not tuned(config, v)]
     if untuned and config["variants"]:
         raise ConfigError(f"variants: {untuned} run only as tuned on this GPU model, and none of its tuning is "

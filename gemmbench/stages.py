@@ -10,8 +10,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 from gemmbench import ROOT, plan, workloads
 from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
@@ -32,16 +30,15 @@ log = logging.getLogger("gemmbench")
 _RUNS = ("variant_modules", "params", "timing", "tolerance", "cache", "cache_dir")
 READS = {
     "tune": (*_RUNS, "tune", "seed"),
-    "build": (*_RUNS, "workload", "max_size", "sweep", "listed"),
-    "validate": (*_RUNS, "workload", "max_size", "seed", "sweep", "listed"),
-    "bench": (*_RUNS, "workload", "max_size", "seed", "sweep"),
+    "build": (*_RUNS, "max_size", "sweep", "listed"),
+    "measure": (*_RUNS, "max_size", "seed", "sweep", "listed"),
 }
 
 
 def config_for(config: dict, stage: str, key: str, mode: str) -> dict:
     """What `stage` reads of the validated `config` for variant `key` in `mode` (READS): the params and max_size
     entries of that variant (or its family), the tolerance of that mode."""
-    shapes = workloads.get(config["workload"]).config_keys
+    shapes = workloads.get(_variant(config, key).workload).config_keys
     sections = dict.fromkeys(s for name in READS[stage] for s in shapes.get(name, (name,)))
     family = key.split("/")[0]
     narrowed = {"params": {k: v for k, v in config["params"].items() if k == key},
@@ -84,7 +81,7 @@ CLASS_OFFSETS = (-1, 1, -3, 3)  # an off-tile shape near a size class: its sizes
 def _validation_shapes(config: dict, variant: registry.Variant, classes: dict | None) -> list[plan.Shape]:
     """The plan's validation shapes and, for a variant tuned per size class, one off-tile shape per class: the
     square sweep sizes are whole tiles of every class's kernel, and each class's kernel is the one timed there."""
-    shapes = plan.validation_shapes(config)
+    shapes = plan.validation_shapes(config, variant.workload)
     known = {shape.dims for shape in shapes}
     axes = workloads.get(variant.workload).axes
     for size in sorted(int(size) for size in classes or {} if size):
@@ -304,115 +301,106 @@ def _tuning_source(record: dict) -> str:
     return f"committed {record['reused_from']}" if record.get("reused_from") else "searched on this GPU"
 
 
-def _run_points(kind, config, variant, mode, shapes, blocked, classes, keep=lambda i, row, device: None
-                ) -> tuple[list[dict], list[dict]]:
-    """Rows for `shapes`, and the facts of the device they ran on (none if no point ran). A point the plan skips
-    (size cap, shape the variant declares unsupported) or that `blocked(shape)` stops with a (status, message)
-    gets that row; the others run in one supervised worker, and `keep(i, row, device)` sees each of their rows
-    (i: its index in `shapes`) as it arrives."""
-    rows, todo, devices = [], [], []
-    for i, shape in enumerate(shapes):
-        row = _base_row(config, variant, mode, shape)
-        skip = plan.skip_reason(config, variant, shape)
-        outcome = ("skipped", skip) if skip else blocked(shape)
-        if outcome:
-            row.update(zip(("status", "message"), outcome))
-        else:
-            todo.append(i)
-        rows.append(row)
-    if todo:
-        points = [Point(shapes[i].sizes, rows[i]["seed"]) for i in todo]
-        task = _task(kind, config, variant, mode, points, classes)
-        describe = lambda j: f"{kind} {variant.key} {mode} {shapes[todo[j]].label}"  # noqa: E731
+def measure(config: dict, key: str, mode: str, build_path, validation_out, bench_out=None
+            ) -> tuple[list[dict], list[dict]]:
+    """Validation rows and timing rows of one variant in one mode, from one worker (one import, one context, one
+    compile per kernel). Every validation shape (the sweep's, the awkward ones, an off-tile shape per tuned size class)
+    runs on fresh inputs with NaN-poisoned outputs against an fp64 reference; each sweep point is timed right after
+    its shape passed, on the same reference. Without `bench_out`, validation only.
 
-        def arrived(j, result, device):
-            rows[todo[j]].update(result, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}))
-            keep(todo[j], rows[todo[j]], device)
-
-        _, device = run_task(task, config["timing"]["point_timeout_s"], describe, arrived)
-        devices = [device] if device else []
-    return rows, devices
-
-
-def validate(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
-    """Every sweep size and awkward shape (and an off-tile shape per tuned size class), on fresh inputs with
-    NaN-poisoned outputs, vs an fp64 reference."""
+    Each timed row is kept in <bench_out without .json>/<shape>.json as soon as it is measured, with a key of what
+    determines it (the build, the timing settings): a rerun (after a kill, say) reuses the ok rows whose key still
+    matches where their shape passes validation again, and times only the rest (points that ended in error, timeout
+    or oom are timed again)."""
     variant, built = _variant(config, key), read_json(build_path)
     refused = built.get("prepare_refused") or {}
+    checks = _validation_shapes(config, variant, built.get("tuned"))
+    sweep = plan.sweep_shapes(config, variant.workload) if bench_out else []
+    points_dir = Path(bench_out).with_suffix("") if bench_out else None
+    point_key = tuning.digest({"build": built, "timing": config["timing"], "cache": config["cache"],
+                               "seed": config["seed"]})
+    checked = [_base_row(config, variant, mode, shape) for shape in checks]
+    timed = [_base_row(config, variant, mode, shape) for shape in sweep]
+    kept, history = {}, {}
+    for shape in sweep:
+        path = points_dir / f"{shape.label}.json"
+        record = read_json(path) if path.exists() else None
+        if record and record.get("key") == point_key and record["rows"][0]["status"] == "ok":
+            kept[shape.label] = record
+        history[shape.label] = past_failures(record)
+    if kept:
+        log.info("%s %s: %d of %d points kept from an earlier run (%s)", key, mode, len(kept), len(sweep), points_dir)
 
     def blocked(shape):
+        skip = plan.skip_reason(config, variant, shape)
+        if skip:
+            return "skipped", skip
         if built["status"] != "ok":
             return "error", f"build failed: {built['message']}"
         if shape.label in refused:  # a refusal is the variant's answer for this shape: compiling again repeats it
             return "error", f"refused when its build compiled it ahead: {refused[shape.label]}"
         return None
 
-    shapes = _validation_shapes(config, variant, built.get("tuned"))
-    rows, devices = _run_points("validate", config, variant, mode, shapes, blocked, built.get("tuned"))
-    write_json(out, {"rows": rows, "devices": devices})
-    return rows
+    # The worker's points in order: each shape's validation, and a sweep shape's timing right after it.
+    order, points, labels = [], [], []  # order[j]: the (rows, index) that point j of the task fills
+    for i, shape in enumerate(checks):
+        outcome = blocked(shape)
+        if outcome:
+            checked[i].update(zip(("status", "message"), outcome))
+        else:
+            order.append((checked, i))
+            points.append(Point(shape.sizes, checked[i]["seed"], stage="validate"))
+            labels.append(f"validate {shape.label}")
+        b = next((b for b, s in enumerate(sweep) if s.dims == shape.dims), None)
+        if b is None:
+            continue
+        if outcome:
+            timed[b].update(status="skipped", message=f"not benchmarked: validation {outcome[0]}: {outcome[1]}")
+        elif shape.label not in kept:
+            order.append((timed, b))
+            points.append(Point(shape.sizes, timed[b]["seed"], stage="bench", checked_by=len(points) - 1))
+            labels.append(f"bench {shape.label}")
+    arrivals = [(time.perf_counter(), None)]  # (when, row): each row as it arrived
 
+    def arrived(j, result, device):
+        rows, i = order[j]
+        rows[i].update(result, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}))
+        if rows is timed:
+            _keep_timed(built, checks, checked, sweep[i], timed[i], history[sweep[i].label], point_key, points_dir,
+                        device)
+        arrivals.append((time.perf_counter(), rows[i]))
 
-
-
-def bench(config: dict, key: str, mode: str, build_path, validation_path, out) -> list[dict]:
-    """Every sweep point of one variant and mode in one worker (one import, one context, one compile per kernel),
-    each timed only if it passed validation at its shape. Each point's row is kept in <out without .json>/<shape>.json
-    as soon as it is measured, with a key of everything that determines it (the build, its validation, the timing
-    settings): a rerun (after a kill, say) reuses the ok rows whose key still matches and measures only the rest
-    (points that ended in error, timeout or oom are measured again)."""
-    variant, built = _variant(config, key), read_json(build_path)
-    checked = read_json(validation_path)["rows"]
-    shapes = plan.sweep_shapes(config)
-    points_dir = Path(out).with_suffix("")
-
-    def check(shape):
-        return next((r for r in checked if all(r.get(a) == v for a, v in shape.dims)), None)
-
-    def point_key(shape) -> str:
-        return tuning.digest({"build": built, "validation": check(shape), "timing": config["timing"],
-                              "cache": config["cache"], "seed": config["seed"]})
-
-    kept, history = {}, {}
-    for shape in shapes:
-        path = points_dir / f"{shape.label}.json"
-        record = read_json(path) if path.exists() else None
-        if record and record.get("key") == point_key(shape) and record["rows"][0]["status"] == "ok":
-            kept[shape.label] = record
-        history[shape.label] = past_failures(record)
-    if kept:
-        log.info("%s %s: %d of %d points kept from an earlier run (%s)", key, mode, len(kept), len(shapes), points_dir)
-
-    def blocked(shape):
-        if shape.label in kept:  # not run; its kept row takes this place below
-            return "kept", ""
-        found = check(shape)
-        if found is None:
-            return "skipped", "not benchmarked: this shape was not validated"
-        if found["status"] != "ok":
-            return "skipped", f"not benchmarked: validation {found['status']}: {found['message']}"
-        return None
-
-    arrivals = [(time.perf_counter(), None)]  # (when, row): each measured row as it arrived
-
-    def keep(i, row, device):
-        found = check(shapes[i])
-        if found:
-            row.update({k: found.get(k) for k in ("rel_error", "max_abs_error")})
-        row.update(failure_columns(history[shapes[i].label]))
-        row.update(against_tuning(built, shapes[i], row), tuning=built.get("tuning", ""))
-        write_json(points_dir / f"{shapes[i].label}.json",
-                   {"key": point_key(shapes[i]), "rows": [row], "devices": [device] if device else [],
-                    "history": history[shapes[i].label]})
-        arrivals.append((time.perf_counter(), row))
-
-    rows, devices = _run_points("bench", config, variant, mode, shapes, blocked, built.get("tuned"), keep)
+    devices = []
+    if points:
+        task = _task("measure", config, variant, mode, points, built.get("tuned"))
+        _, device = run_task(task, config["timing"]["point_timeout_s"], lambda j: f"{key} {mode} {labels[j]}",
+                             arrived)
+        devices = [device] if device else []
     _log_overhead(key, mode, arrivals)
-    for i, shape in enumerate(shapes):
+    write_json(validation_out, {"rows": checked, "devices": devices})
+    if not bench_out:
+        return checked, []
+    timed_devices = list(devices)
+    for i, shape in enumerate(sweep):
         if shape.label in kept:
-            rows[i], devices = kept[shape.label]["rows"][0], devices + kept[shape.label]["devices"]
-    write_json(out, {"rows": rows, "devices": list({d["gpu_uuid"]: d for d in devices}.values())})
-    return rows
+            check = next(r for r, s in zip(checked, checks) if s.dims == shape.dims)
+            timed[i] = kept[shape.label]["rows"][0] if check["status"] == "ok" else {
+                **timed[i], "status": "skipped", "message": f"not benchmarked: validation {check['status']}: "
+                                                            f"{check.get('message', '')}"}
+            timed_devices += kept[shape.label]["devices"] if check["status"] == "ok" else []
+    write_json(bench_out, {"rows": timed, "devices": list({d["gpu_uuid"]: d for d in timed_devices}.values())})
+    return checked, timed
+
+
+def _keep_timed(built, checks, checked, shape, row, history, point_key, points_dir, device) -> None:
+    """A timed row as it arrives: its shape's validation errors, past failures and comparison with its tuning
+    added, and kept on disk before the next point runs."""
+    check = next(r for r, s in zip(checked, checks) if s.dims == shape.dims)
+    row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
+    row.update(failure_columns(history))
+    row.update(against_tuning(built, shape, row), tuning=built.get("tuning", ""))
+    write_json(points_dir / f"{shape.label}.json",
+               {"key": point_key, "rows": [row], "devices": [device] if device else [], "history": history})
 
 
 TUNING_SLACK = 1.15  # a point this much slower than its tuning measured the same kernel and shape is flagged
@@ -455,14 +443,18 @@ def failure_columns(history: list[dict]) -> dict:
 
 
 def _log_overhead(key: str, mode: str, arrivals: list[tuple]) -> None:
-    """What a point costs beyond its warm-up and sampling: the wall time since the row before, minus that time (the
-    first point also pays for the worker's start, imports and compiles)."""
-    outside = [(t - before) - row["measure_s"] for (before, _), (t, row) in zip(arrivals, arrivals[1:])
-               if row.get("measure_s") is not None]
-    if outside:
-        log.info("%s %s: %d points in %.1f s; outside warm-up and sampling: first point %.2f s (worker start, "
-                 "imports, compiles), median point %.2f s", key, mode, len(arrivals) - 1,
-                 arrivals[-1][0] - arrivals[0][0], outside[0], float(np.median(outside)))
+    """Where a job's time went: validation and timing (warm-up, sampling and the checks of what was timed, as the
+    rows report them), and the rest: the worker's start, imports and compiles, and what passes between rows."""
+    if len(arrivals) < 2:
+        return
+    wall = arrivals[-1][0] - arrivals[0][0]
+    validating = sum(row.get("validate_s") or 0.0 for _, row in arrivals[1:])
+    timing = sum(row.get("measure_s") or 0.0 for _, row in arrivals[1:])
+    first = arrivals[1][0] - arrivals[0][0] - (arrivals[1][1].get("validate_s") or arrivals[1][1].get("measure_s")
+                                               or 0.0)
+    log.info("%s %s: %d rows in %.1f s: validation %.1f s, timing %.1f s, the rest %.1f s (of which before the "
+             "first row, the worker's start, imports and compiles: %.1f s)", key, mode, len(arrivals) - 1, wall,
+             validating, timing, wall - validating - timing, first)
 
 
 def _tables(tables_dir) -> dict:

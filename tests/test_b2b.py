@@ -30,20 +30,21 @@ def test_b2b_costs_count_both_products_and_leave_the_intermediate_out():
 
 
 def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
-    cfg = config.validate({"workload": "b2b", "b2b": {"m": [256, 4096], "k0": [64], "n0": [64, 256], "n1": [128]}})
-    sweep = plan.sweep_shapes(cfg)
+    cfg = config.validate({"workloads": ["b2b"],
+                           "b2b": {"m": [256, 4096], "k0": [64], "n0": [64, 256], "n1": [128]}})
+    sweep = plan.sweep_shapes(cfg, "b2b")
     assert [s.label for s in sweep] == ["256x64x64x128", "256x64x256x128", "4096x64x64x128", "4096x64x256x128"]
-    checked = plan.validation_shapes(cfg)
+    checked = plan.validation_shapes(cfg, "b2b")
     assert {s.kind for s in checked} == {"sweep", "awkward"} and len(checked) == 4 + 7
     assert {v.key for v in plan.variants(cfg, "cuda")} == {
         "cublas/b2b_unfused", "cupy/b2b_unfused_10_pipelined", "cupy/b2b_fused_simt", "cupy/b2b_fused_mma",
         "cupy/b2b_fused_warptile", "cupy/b2b_fused_resident", "cpu/b2b_unfused_numpy-blas"}
-    assert all(v.workload == "gemm" for v in plan.variants(config.validate({}), "cuda"))
+    assert all(v.workload == "gemm" for v in plan.variants(config.validate({"workloads": ["gemm"]}), "cuda"))
 
 
 def test_a_variant_of_another_workload_is_refused_by_name():
-    with pytest.raises(ConfigError, match=r"cupy/b2b_fused_mma.*another workload than workload: gemm"):
-        plan.variants(config.validate({"variants": ["cupy/b2b_fused_mma"]}), "cuda")
+    with pytest.raises(ConfigError, match=r"cupy/b2b_fused_mma.*a workload not in workloads: \['gemm'\]"):
+        plan.variants(config.validate({"workloads": ["gemm"], "variants": ["cupy/b2b_fused_mma"]}), "cuda")
     with pytest.raises(ConfigError, match="a b2b shape has 4 sizes"):
         plan.Shape.of("b2b", (1, 2, 3))
 
@@ -53,8 +54,8 @@ def test_fused_variants_declare_the_widths_their_block_tile_spans():
     assert variant.unsupported(65536, 4096, 256, 256, {}) is None
     assert "up to 256" in variant.unsupported(4096, 64, 257, 64, {})
     assert "up to 256" in variant.unsupported(4096, 64, 64, 512, {})
-    cfg = config.validate({"workload": "b2b", "b2b": {"m": [64], "k0": [64], "n0": [512], "n1": [64]}})
-    assert "up to 256" in plan.skip_reason(cfg, variant, plan.sweep_shapes(cfg)[0])
+    cfg = config.validate({"workloads": ["b2b"], "b2b": {"m": [64], "k0": [64], "n0": [512], "n1": [64]}})
+    assert "up to 256" in plan.skip_reason(cfg, variant, plan.sweep_shapes(cfg, "b2b")[0])
 
 
 def _bench_row(variant, family, mode, m, k0, n0, n1, median_s):
@@ -202,7 +203,7 @@ def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
 
 @pytest.mark.slow
 def test_the_b2b_dag_runs_on_the_cpu_to_its_report(tmp_path):
-    cfg = {"device": "cpu", "workload": "b2b", "families": ["cpu"], "modes": ["fp32"],
+    cfg = {"device": "cpu", "workloads": ["b2b"], "families": ["cpu"], "modes": ["fp32"],
            "b2b": {"m": [256, 512], "k0": [64], "n0": [64, 128], "n1": [32], "validation_shapes": [[7, 13, 5, 3]]},
            "timing": {"budget_s": 0.2, "min_time_s": 0.05, "warmup_s": 0.05}}
     result = snakemake(tmp_path, "--cores", "2", config=cfg)
@@ -213,13 +214,14 @@ def test_the_b2b_dag_runs_on_the_cpu_to_its_report(tmp_path):
     validation = pd.read_csv(tmp_path / "results/tables/validation.csv")
     assert len(validation) == 5 and (validation.status == "ok").all()
     for figure in views.get("b2b").figures:  # a CPU run has no cuBLAS: the speedup figure is not drawn, not empty
-        assert (tmp_path / f"reports/figures/{figure}.png").exists() == (figure != "b2b_speedup")
+        name = views.figure_name("b2b", figure)
+        assert (tmp_path / f"reports/figures/{name}.png").exists() == (figure != "b2b_speedup"), name
     assert "b2b_unfused_numpy-blas" in (tmp_path / "reports/report.html").read_text()
 
 
 @pytest.mark.slow
 def test_a_b2b_dry_run_on_a_gpu_plans_every_variant_and_mode(tmp_path):
-    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "workload=b2b")
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "workloads=[b2b]")
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
     assert "results/bench/cupy/b2b_fused_mma/tf32.json" in out

@@ -30,10 +30,10 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, env={**SNAKEMAKE_ENV, "PYTHONPATH": str(tree)})
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = [job for job in planned_jobs(result.stdout + result.stderr) if job["rule"] != "all"]  # all: no job
-    assert {job["rule"] for job in jobs} == {"tune", "build", "validate", "bench", "aggregate", "plot", "report"}
+    assert {job["rule"] for job in jobs} == {"tune", "build", "measure", "aggregate", "plot", "report"}
     reused = {job["wildcards"] for job in jobs if job["rule"] == "tune" and job["gpu"] == "0"}
     for job in jobs:
-        on_gpu = job["rule"] in ("tune", "build", "validate", "bench") and "family=cpu" not in job["wildcards"]
+        on_gpu = job["rule"] in ("tune", "build", "measure") and "family=cpu" not in job["wildcards"]
         on_gpu = on_gpu and job["wildcards"] not in reused
         assert job["gpu"] == ("1" if on_gpu else "0"), job
         assert job["runtime"] == ("240" if job["rule"] == "tune" else "60") and job["mem_mb"] == "16000"

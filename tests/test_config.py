@@ -39,9 +39,10 @@ def test_the_cpu_default_runs_every_planned_point():
     variants = plan.variants(cfg, "cpu")
     assert {v.family for v in variants} == {"cpu"}
     for variant in variants:
-        for shape in plan.validation_shapes(cfg):
+        for shape in plan.validation_shapes(cfg, variant.workload):
             assert plan.skip_reason(cfg, variant, shape) is None, (variant.key, shape)
-    assert views.figures(cfg, variants) == ["tflops_vs_size", "roofline", "validation_error"]
+    assert views.figures(cfg["workloads"], variants) == ["tflops_vs_size", "roofline", "validation_error",
+                                                         "b2b_roofline", "b2b_validation_error"]
 
 
 def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):

@@ -17,9 +17,8 @@ def cfg(cpu_config, tmp_path):
 
 def run_stages(cfg, tmp_path, key, size=32, mode="fp32"):
     build = stages.build(cfg, key, mode, tmp_path / "build.json")
-    rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
-    benches = stages.bench(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json",
-                           tmp_path / "bench.json")
+    rows, benches = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json",
+                                   tmp_path / "bench.json")
     return build, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
 
 
@@ -67,8 +66,8 @@ def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
     key = "cpu/planted-tunable"
     cfg["timing"]["point_timeout_s"] = 600  # no watchdog is tested here: no bound a loaded machine could reach
     stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tuning.json")
-    stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
-    rows = stages.bench(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json", tmp_path / "bench.json")
+    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                          tmp_path / "bench.json")[1]
     flagged, fine = (next(r for r in rows if r["m"] == n) for n in (32, 128))
     assert flagged["status"] == "ok" and flagged["slower_than_tuning"] > stages.TUNING_SLACK
     assert f"the time its tuning measured for this kernel and shape on {gpu}" in flagged["message"]
@@ -204,7 +203,7 @@ def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_paramet
     tuned = {"gpu": "test-cpu", "classes": {"32": {"params": {"delay_ms": 0}}, "64": {"params": {"delay_ms": 1}}}}
     (tmp_path / "tune.json").write_text(json.dumps(tuned))
     stages.build(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "tune.json")
-    rows = stages.validate(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    rows = stages.measure(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     params = {(r["m"], r["n"], r["k"]): json.loads(r["params"]) for r in rows}
     assert params[(31, 33, 29)] == {"delay_ms": 0} and params[(63, 65, 61)] == {"delay_ms": 1}
     assert {r["status"] for r in rows} == {"ok"} and len(rows) == 5  # 2 sweep, 1 listed, 2 per class
@@ -277,7 +276,7 @@ class Reads(dict):
 def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, cpu_config, workload, key):
     """A stage given only its sections (config_for, its rule's params) runs, and reads every one of them: the
     params are what the stage reads, so changing one re-runs its jobs and changing another section does not."""
-    cpu_config.update(variant_modules=["tests.planted"], workload=workload, tune={"trials": 2, "sizes": [32]},
+    cpu_config.update(variant_modules=["tests.planted"], workloads=[workload], tune={"trials": 2, "sizes": [32]},
                       cache_dir=str(tmp_path / "cache"), params={key: {}}, max_size={"cpu": 4096, "cupy": 64})
     if workload == "b2b":
         cpu_config["b2b"] = {"m": [64], "k0": [16], "n0": [16], "n1": [16], "validation_shapes": [[7, 5, 3, 2]]}
@@ -286,9 +285,8 @@ def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, c
     run = {"tune": lambda c: stages.tune(c, key, "fp32", "test-cpu", paths["tune"]),
            "build": lambda c: stages.build(c, key, "fp32", paths["build"],
                                            paths["tune"] if workload == "gemm" else None),
-           "validate": lambda c: stages.validate(c, key, "fp32", paths["build"], paths["validate"]),
-           "bench": lambda c: stages.bench(c, key, "fp32", paths["build"], paths["validate"], paths["bench"])}
-    for stage in run if workload == "gemm" else ("build", "validate", "bench"):
+           "measure": lambda c: stages.measure(c, key, "fp32", paths["build"], paths["validate"], paths["bench"])}
+    for stage in run if workload == "gemm" else ("build", "measure"):
         given = Reads(stages.config_for(full, stage, key, "fp32"))
         run[stage](given)
         assert given.read == set(given), (stage, set(given) - given.read)

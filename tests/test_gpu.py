@@ -25,7 +25,7 @@ def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
     build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "build.json")
     assert build["status"] == "ok" and build["cublas_version"] > 0
-    rows = stages.validate(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "validate.json")
+    rows = stages.measure(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
@@ -88,7 +88,7 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     tuned = tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
     build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tuned if tuned.exists() else None)
     assert build["status"] == "ok", build["message"]
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
     assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
     assert any(r["status"] == "ok" for r in rows)
@@ -114,7 +114,7 @@ def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_spac
         cfg["params"] = {key: params}
         build = stages.build(cfg, key, mode, tmp_path / "build.json")
         assert build["status"] == "ok", build["message"]
-        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
+        rows = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
         assert all(r["status"] == "ok" for r in rows), [(params, r["m"], r["n"], r["k"], r["message"]) for r in rows]
 
 
@@ -127,13 +127,13 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
     narrow = variant.unsupported(4096, 1000, 256, 256, {}) is not None
     axes = ({"m": [4096], "k0": [64, 37], "n0": [64, 33], "n1": [64, 30]} if narrow
             else {"m": [4096], "k0": [64, 1000], "n0": [256], "n1": [64, 256]})
-    cfg = config.validate({"device": "cuda", "workload": "b2b", "families": [variant.family], "variants": [key],
+    cfg = config.validate({"device": "cuda", "workloads": ["b2b"], "families": [variant.family], "variants": [key],
                            "b2b": axes})
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["k0"], r["n0"], r["n1"], {})  # noqa: E731
     for mode in variant.modes:
         build = stages.build(cfg, key, mode, tmp_path / "build.json")
         assert build["status"] == "ok", build["message"]
-        rows = stages.validate(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")
+        rows = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
         assert len(rows) == (8 if narrow else 4) + 7
         assert all(r["status"] == "ok" or declared(r) for r in rows), [
             (r["m"], r["k0"], r["n0"], r["n1"], r["status"], r["message"]) for r in rows]
@@ -163,7 +163,7 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     assert (tmp_path / "tune" / "256" / "database_tuning_record.json").exists()
     build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tune.json")
     assert build["status"] == "ok", build["message"]
-    rows = stages.validate(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
+    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), [(r["m"], r["message"]) for r in rows]
 
 
@@ -185,9 +185,8 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
     cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "sizes": [2048],
                            "validation_shapes": []})
     stages.build(cfg, "cublas/gemm", "fp32", tmp_path / "build.json")
-    stages.validate(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json")
-    row = stages.bench(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
-                       tmp_path / "bench.json")[0]
+    row = stages.measure(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                         tmp_path / "bench.json")[1][0]
     assert row["status"] == "ok", row["message"]
     assert row["clock_reads"] >= 2 and 0 < row["sm_clock_min_mhz"] <= row["sm_clock_mean_mhz"]
     assert 0 <= row["slowdown_share"] <= 1
@@ -216,9 +215,8 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
                            "sizes": [1024], "validation_shapes": [], "variant_modules": ["tests.planted_gpu"],
                            "timing": TIMINGS[timing]})
     stages.build(cfg, variant, "fp32", tmp_path / "build.json")
-    checked = stages.validate(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
-    timed = stages.bench(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
-                         tmp_path / "bench.json")[0]
+    checked, timed = (rows[0] for rows in stages.measure(cfg, variant, "fp32", tmp_path / "build.json",
+                                                         tmp_path / "validate.json", tmp_path / "bench.json"))
     assert timed["status"] != "ok"
     if stage == "validate":
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
@@ -239,9 +237,8 @@ def test_a_cheat_that_computes_only_when_observed_is_timed_with_its_work(tmp_pat
                                "modes": ["fp32"], "sizes": [1024], "validation_shapes": [],
                                "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing]})
         stages.build(cfg, variant, "fp32", tmp_path / "build.json")
-        stages.validate(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json")
-        row = stages.bench(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
-                           tmp_path / "bench.json")[0]
+        row = stages.measure(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                             tmp_path / "bench.json")[1][0]
         assert row["status"] == "ok", row["message"]
         times[variant] = row
     for name in ("median_s", "min_s"):

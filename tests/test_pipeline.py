@@ -74,7 +74,7 @@ def test_a_new_toolchain_rebuilds_and_so_revalidates_and_remeasures(cpu_run, tmp
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     planned = {job["rule"] for job in planned_jobs(result.stdout + result.stderr)}
-    assert {"build", "validate", "bench", "aggregate", "report"} <= planned
+    assert {"build", "measure", "aggregate", "report"} <= planned
 
 
 def test_snakemake_report_works(cpu_run):
@@ -102,7 +102,7 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
     assert build and {"03_smem_tiles.cu", "common.cuh", "rung.py", "rungs.py", "tiles.py"} <= {
         p.rsplit("/", 1)[-1] for p in build.group(1).split(", ")}, build
     # Builds launch nothing, so they share the GPU and run beside the one job that measures on it.
-    jobs = [job for job in planned_jobs(out) if job["rule"] in ("build", "validate", "bench")]
+    jobs = [job for job in planned_jobs(out) if job["rule"] in ("build", "measure")]
     assert {job["gpu"] for job in jobs if job["rule"] == "build"} == {"0"}
     assert {job["gpu"] for job in jobs if job["rule"] != "build" and "family=cpu" not in job["wildcards"]} == {"1"}
 
@@ -206,7 +206,7 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
         launch_code.write("# an edit to the launch code\n")
     again = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
     jobs = planned_jobs(again.stdout + again.stderr)
-    for rule in ("tune", "build", "validate", "bench"):
+    for rule in ("tune", "build", "measure"):
         assert sorted(job["wildcards"].split("variant=")[1].split(",")[0] for job in jobs if job["rule"] == rule) == [
             "03_smem_tiles", "04_rect_tiles"], rule
 
@@ -214,7 +214,7 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
 def test_a_workload_from_one_module_outside_the_harness_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
     """tests/toy_workload.py registers the gemv workload and its one variant; the config names that module and the
     workload, and the run plans, validates, times, tabulates, draws and reports it like gemm."""
-    cpu_config.update(variant_modules=["tests.toy_workload"], workload="gemv", families=["toy"], sizes=[64, 128])
+    cpu_config.update(variant_modules=["tests.toy_workload"], workloads=["gemv"], families=["toy"], sizes=[64, 128])
     result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "results/tables/summary.csv")
@@ -225,8 +225,8 @@ def test_a_workload_from_one_module_outside_the_harness_runs_through_the_dag_to_
     assert (validation["status"] == "ok").all()
     html = (tmp_path / "reports/report.html").read_text()
     assert "toy/numpy-gemv" in html and "2·m·k" in html
-    unknown = snakemake(tmp_path, "-n", config={**cpu_config, "workload": "nosuch"})
-    assert unknown.returncode != 0 and "workload: 'nosuch' is not registered" in unknown.stdout + unknown.stderr
+    unknown = snakemake(tmp_path, "-n", config={**cpu_config, "workloads": ["nosuch"]})
+    assert unknown.returncode != 0 and "workloads: ['nosuch'] not registered" in unknown.stdout + unknown.stderr
 
 
 def test_a_family_from_a_module_outside_kernels_runs_through_the_dag_to_the_report(tmp_path, cpu_config):

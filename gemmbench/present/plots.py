@@ -21,21 +21,32 @@ from gemmbench.present.tables import per_workload
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
              outdir: Path, names=views.get("gemm").figures) -> dict[str, Path]:
-    """Write the named figures into `outdir`; return {figure name: PNG path}."""
+    """Write the named figures (views.figure_name: each draws one workload's rows) into `outdir`; return
+    {figure name: PNG path}."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     ok = _with_labels(summary[summary["status"] == "ok"].dropna(subset=["tflops"])
                       if not summary.empty else summary)
     checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
-    figures = {
-        "tflops_vs_size": lambda: _tflops_vs_size(ok),
-        "pct_of_baseline": lambda: _pct_of_baseline(ok),
-        "ladder": lambda: _ladder(ok),
-        "roofline": lambda: _roofline(ok, devices),
-        "validation_error": lambda: _validation_error(checked),
-        **{name: (lambda make=make: make(ok)) for view in views.VIEWS.values() for name, make in view.plots.items()},
+    drawn = {
+        "tflops_vs_size": lambda ok, checked: _tflops_vs_size(ok),
+        "pct_of_baseline": lambda ok, checked: _pct_of_baseline(ok),
+        "ladder": lambda ok, checked: _ladder(ok),
+        "roofline": lambda ok, checked: _roofline(ok, devices),
+        "validation_error": lambda ok, checked: _validation_error(checked),
+        **{name: (lambda ok, checked, make=make: make(ok))
+           for view in views.VIEWS.values() for name, make in view.plots.items()},
     }
-    return {name: _save(figures[name](), outdir / name) for name in names}
+    figures = {}
+    for name in names:
+        workload, figure = views.figure_of(name)
+        figures[name] = _save(drawn[figure](_of_workload(ok, workload), _of_workload(checked, workload)),
+                              outdir / name)
+    return figures
+
+
+def _of_workload(df: pd.DataFrame, workload: str) -> pd.DataFrame:
+    return df[df["workload"] == workload] if "workload" in df else df
 
 
 def several_models(df: pd.DataFrame) -> pd.Series:

@@ -72,8 +72,8 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
 
 def _drawn(summary: pd.DataFrame, name: str) -> str:
     """What this run's figure holds, in a sentence generated from the rows it draws."""
-
-    ok = summary[summary["status"] == "ok"].dropna(subset=["tflops"])
+    workload, name = views.figure_of(name)
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == workload)].dropna(subset=["tflops"])
     if name == "ladder":
         ok = ladder_rows(ok)
     if ok.empty:
@@ -86,7 +86,7 @@ def _drawn(summary: pd.DataFrame, name: str) -> str:
 
 
 def _caption(name: str) -> str:
-    path = TEMPLATE.parent / f"{name}.rst"
+    path = TEMPLATE.parent / f"{views.figure_of(name)[1]}.rst"
     return " ".join(path.read_text().split()) if path.exists() else ""
 
 
@@ -413,7 +413,8 @@ def methodology(config: dict, devices: list[dict]) -> dict:
     """How the numbers were made, in words, for the devices this run used (a CPU-only run gets no CUDA entries)."""
     timing, gpu = config["timing"], any(d.get("device") == "cuda" for d in devices)
     entries = {
-        "FLOPs": f"{workloads.get(config['workload']).formula} (float32 storage, bf16 operands in the bf16 mode)",
+        "FLOPs": "; ".join(f"{name}: {workloads.get(name).formula}" for name in config["workloads"])
+                 + " (float32 storage, bf16 operands in the bf16 mode)",
         "Device time": ("CUDA events around one launch queued behind a spinning kernel (as nvbench does), so the "
                         "host's launch overhead is excluded; CPU variants: wall time per call") if gpu else
                        "wall time per call (a CPU run: no device timer)",

@@ -78,13 +78,15 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
     with gpus.pinned(task.device, exclusive=task.kind not in LAUNCH_FREE) as pin, \
             tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
         env = {**os.environ, **pin, **artifact_caches(task.cache_dir), "PYTHONPATH": path_with(ROOT)}
-        task_path, stderr_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log"
+        task_path, stderr_path, done_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log", Path(tmp) / "done.json"
         task.save(task_path)
         start = 0
         while start < count:
             kills_before = oom_kills()
+            done_path.write_text(json.dumps(rows))  # a worker started after a failure sees the rows before it
             with open(stderr_path, "w") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start)],
+                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start),
+                                         str(done_path)],
                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
                                         start_new_session=True)
             events: queue.Queue = queue.Queue()

@@ -9,20 +9,23 @@ from pathlib import Path
 @dataclass
 class Point:
     """One shape to run: its sizes along the workload's axes and the seed of its inputs. A tune trial also names
-    the candidate parameters and the size class it is timed for."""
+    the candidate parameters and the size class it is timed for; a measure task's point says whether it validates
+    or times, and a timed point which earlier point validated its shape (it runs only if that one passed)."""
 
     sizes: dict[str, int]
     seed: int
     params: dict = field(default_factory=dict)
     size_class: int | None = None
+    stage: str = ""  # measure: validate | bench
+    checked_by: int | None = None
 
 
 @dataclass
 class Task:
-    """A worker's job: build one variant in one mode, then run `points` (validate, bench or tune) in order.
+    """A worker's job: build one variant in one mode, then run `points` (measure or tune) in order.
     `classes` holds the tuned parameters per size class ("1024": {...}); None runs `params` at every size."""
 
-    kind: str  # build | validate | bench | tune | compile (tune candidates, ahead of timing them)
+    kind: str  # build | measure (validate, then time) | tune | compile (tune candidates, ahead of timing them)
     variant: str
     variant_modules: list[str]
     device: str

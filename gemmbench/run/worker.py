@@ -1,7 +1,8 @@
-"""Runs one task's points in a child process: `python -m gemmbench.run.worker TASK.json START`.
+"""Runs one task's points in a child process: `python -m gemmbench.run.worker TASK.json START DONE.json` (DONE: the
+rows of the points before START, from an earlier worker of the same task).
 
 It speaks a line protocol on its own channel (the original stdout; prints from kernels go to stderr):
-{"event": "ready", "device": {...}} after the build (for validate and bench, the facts of the device it runs on),
+{"event": "ready", "device": {...}} after the build (for measure, the facts of the device it runs on),
 {"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}.
 After a failure on a GPU it exits, because the CUDA context may be unusable; the supervisor starts a fresh one.
 """
@@ -12,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import numpy as np
 
@@ -128,10 +130,21 @@ def _problem(variant, backend, point: Point, mode: str) -> tuple[list, object, o
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
-def _expected(workload, backend, operands) -> tuple:
-    """The fp64 reference of `operands` and each element's scale (Workload.scale)."""
-    wide = [backends.widened(backend.xp, x) for x in operands]
-    return workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+_reference: dict = {}  # the last shape's (key, (reference, scale)): its validation and its timing share it
+
+
+def _expected(workload, backend, operands, point: Point, mode: str) -> tuple[tuple, float]:
+    """The fp64 reference of `operands` (the point's inputs: its seed, shape and mode fix them) and each element's
+    scale (Workload.scale), and the seconds spent computing them here (0: the point's validation had)."""
+    key = (workload.name, tuple(point.sizes.items()), point.seed, mode)
+    if key not in _reference:
+        _reference.clear()  # one shape at a time: a 16384² reference and its scale hold 4 GiB
+        start = time.perf_counter()
+        wide = [backends.widened(backend.xp, x) for x in operands]
+        _reference[key] = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+        backend.synchronize()
+        return _reference[key], time.perf_counter() - start
+    return _reference[key], 0.0
 
 
 def _checked(expected: tuple, backend, out, buffer, tolerance: float) -> tuple[str, str, dict]:
@@ -149,8 +162,10 @@ VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right o
 
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     params, built = chosen
+    start = time.perf_counter()
+    LOAD.begin()
     operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
-    expected = _expected(workload, backend, operands)
+    expected, reference_s = _expected(workload, backend, operands, point, task.mode)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
         variant.run(built.artifact, *operands, out, backend.stream)
@@ -158,7 +173,9 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
         if status != "ok":
             message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
             break
-    return {"status": status, "message": message, "tolerance": task.tolerance, "params": json.dumps(params), **errors}
+    LOAD.end()  # the device was busy: a timing right after it warms up no longer than its stretch asks
+    return {"status": status, "message": message, "tolerance": task.tolerance, "params": json.dumps(params), **errors,
+            "validate_s": time.perf_counter() - start, "reference_s": reference_s}
 
 
 class Load:
@@ -191,7 +208,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     address, races now and then, or launches on another stream)."""
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
-    expected = _expected(workload, backend, operands)
+    expected, reference_s = _expected(workload, backend, operands, point, task.mode)
     ledger = Ledger(backend, operands, out, buffer, point.seed)
     run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
@@ -254,7 +271,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "checked_launches": ledger.launches,
         "batch_launches": launches, "batched_median_s": times.get("batched_median_s"),
         "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
-        "warmup_host_s": host_s, "params": json.dumps(params),
+        "warmup_host_s": host_s, "params": json.dumps(params), "reference_s": reference_s,
     }
 
 
@@ -335,12 +352,21 @@ def compile_row(variant, task: Task, point: Point) -> dict:
     return {"status": "ok", "message": "compiled", "compile_s": time.perf_counter() - start}
 
 
-POINT_KINDS = ("validate", "bench")  # these run on the task's build and name the device; "tune" builds per point
+def measure_row(variant, builds: Builds, backend, task: Task, point: Point, facts: dict, done: dict) -> dict:
+    """A measure task's point: its shape validated, or timed where the point that validated it passed."""
+    if point.stage == "validate":
+        return validate_row(variant, builds.for_point(point), backend, task, point)
+    checked = done.get(point.checked_by)
+    if not checked or checked["status"] != "ok":
+        why = f"{checked['status']}: {checked['message']}" if checked else "its validation did not report"
+        return {"status": "skipped", "message": f"not benchmarked: validation {why}"}
+    return bench_row(variant, builds.for_point(point), backend, task, point, facts)
 
 
-def main(task_path: str, start: int) -> int:
+def main(task_path: str, start: int, done_path: str) -> int:
     send = _channel()
     task = Task.load(task_path)
+    done = {int(i): row for i, row in json.loads(Path(done_path).read_text()).items()}  # rows before `start`
     try:
         variant = registry.load(task.variant_modules)[task.variant]
         if task.mode not in variant.modes:  # its kernels would read operands stored as another mode stores them
@@ -352,7 +378,7 @@ def main(task_path: str, start: int) -> int:
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
-        builds = Builds(variant, task) if task.kind in POINT_KINDS else None
+        builds = Builds(variant, task) if task.kind == "measure" else None
         # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here. Timings are
         # checked against these facts (peak, bandwidth).
         facts = None if task.kind == "compile" else backend.facts(task.cache_dir)
@@ -363,7 +389,7 @@ def main(task_path: str, start: int) -> int:
         for i in range(start, len(task.points)):
             send(event="row", index=i, row=row)
         return 0
-    send(event="ready", device=facts if task.kind in POINT_KINDS else None)
+    send(event="ready", device=facts if task.kind == "measure" else None)
     for i in range(start, len(task.points)):
         send(event="start", index=i)
         try:
@@ -372,19 +398,19 @@ def main(task_path: str, start: int) -> int:
                 row = compile_row(variant, task, point)
             elif task.kind == "tune":
                 row = tune_row(variant, backend, task, point, facts)
-            elif task.kind == "bench":
-                row = bench_row(variant, builds.for_point(point), backend, task, point, facts)
             else:
-                row = validate_row(variant, builds.for_point(point), backend, task, point)
+                row = measure_row(variant, builds, backend, task, point, facts, done)
         except Exception as exc:
             traceback.print_exc()
-            send(event="row", index=i, row=failure_row(exc))
+            done[i] = failure_row(exc)
+            send(event="row", index=i, row=done[i])
             if task.device == "cuda":
                 return FATAL_EXIT
             continue
+        done[i] = row
         send(event="row", index=i, row=row)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2])))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))

@@ -1,4 +1,4 @@
-FIGURES = views.figures(config, VARIANTS.values())
+FIGURES = views.figures(config["workloads"], VARIANTS.values())
 
 
 rule plot:
@@ -9,7 +9,9 @@ rule plot:
         devices="results/tables/devices.json",
     output:
         png=[
-            report(f"reports/figures/{name}.png", caption=f"../report/{name}.rst", category="Figures")
+            report(
+                f"reports/figures/{name}.png", caption=f"../report/{views.figure_of(name)[1]}.rst", category="Figures"
+            )
             for name in FIGURES
         ],
         svg=[f"reports/figures/{name}.svg" for name in FIGURES],

@@ -39,9 +39,33 @@ def get(name: str) -> View:
     return VIEWS[name]
 
 
-def figures(config: dict, variants) -> list[str]:
-    """The report's figures for this plan: those that compare with cuBLAS only where it runs (a CPU-only run would
-    draw them empty)."""
-    view = get(config["workload"])
-    with_baseline = any(v.role == "baseline" for v in variants)
-    return [name for name in view.figures if with_baseline or name not in view.compared]
+SHARED = ("ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error")  # drawn for any workload
+
+
+def figure_name(workload: str, figure: str) -> str:
+    """A figure's file name: gemm's shared figures keep their own names; another workload's are named after it
+    (b2b_roofline), so that each workload of a run gets its own; a view's own figure is named as its view names it."""
+    return figure if workload == "gemm" or figure not in SHARED else f"{workload}_{figure}"
+
+
+def figure_of(name: str) -> tuple[str, str]:
+    """(workload, figure) of a figure's file name (figure_name's inverse)."""
+    for workload, view in VIEWS.items():
+        if name in view.plots:
+            return workload, name
+        if name.startswith(f"{workload}_") and name[len(workload) + 1:] in SHARED:
+            return workload, name[len(workload) + 1:]
+    return "gemm", name
+
+
+def figures(workloads: list[str], variants) -> list[str]:
+    """The report's figures for a plan of these workloads, in their order: each workload's view's, those that compare
+    with the baseline only where it runs (a CPU-only run would draw them empty)."""
+    names = []
+    for workload in workloads:
+        running = [v for v in variants if v.workload == workload]
+        view = get(workload)
+        with_baseline = any(v.role == "baseline" for v in running)
+        names += [figure_name(workload, name) for name in view.figures
+                  if running and (with_baseline or name not in view.compared)]
+    return names
