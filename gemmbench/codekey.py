@@ -214,5 +214,13 @@ def canonical(variant: registry.Variant) -> str:
     return "\n".join(parts)
 
 
+_digests: dict[int, tuple] = {}  # id(variant) -> (variant, digest): a process reads each variant's code once
+
+
 def digest(variant: registry.Variant) -> str:
-    return hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
+    """The digest of the variant's canonical code, once per variant object in a process (planning asks for it per
+    record and per job; the files do not change while a process plans; a tree edited since is another process)."""
+    known = _digests.get(id(variant))
+    if known is None or known[0] is not variant:
+        known = _digests[id(variant)] = variant, hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
+    return known[1]

@@ -169,3 +169,32 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
     if cap and max(shape.sizes.values()) > cap:
         return f"above the configured size cap for {name} (max_size {cap})"
     return variant.unsupported(*shape.sizes.values(), params(config, variant))
+
+
+def summary(config: dict, variants: list[registry.Variant], device: str, gpu: str) -> str:
+    """What a run of this plan measures, in one line: the variants, modes and points of each workload, and where the
+    tuned variants' parameters come from (a committed record for this GPU model, one transferred, or a search)."""
+    from gemmbench import tune
+
+    parts = []
+    for workload in config["workloads"]:
+        runs = [(v, mode) for v in variants if v.workload == workload for mode in modes(config, v)]
+        if not runs:
+            continue
+        timed = {shape.dims for shape in sweep_shapes(config, workload)}
+        shapes = validation_shapes(config, workload)
+        planned = [(v, shape) for v, _ in runs for shape in shapes if not skip_reason(config, v, shape)]
+        parts.append(f"{workload}: {len(runs)} variant-modes, {sum(s.dims in timed for _, s in planned)} points to "
+                     f"time and {len(planned)} to validate")
+    chosen = [(v, mode) for v in variants if device == "cuda" and tuned(config, v, gpu) for mode in modes(config, v)]
+    if chosen:
+        host, sources = tune.host_gpu(), {"committed": 0, "transferred": 0, "searched here": 0}
+        for v, mode in chosen:
+            if tune.committed(config["tune"], v, mode, gpu)[1]:
+                sources["committed"] += 1
+            elif config["tune"]["transfer"] and tune.transferred(config["tune"], v, mode, gpu, host):
+                sources["transferred"] += 1
+            else:
+                sources["searched here"] += 1
+        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()))
+    return f"the plan on {device}: " + "; ".join(parts)

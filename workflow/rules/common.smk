@@ -63,6 +63,9 @@ onstart:
             )
 
 
+if workflow.is_main_process:
+    log.info("%s", plan.summary(config, list(VARIANTS.values()), DEVICE, GPU))
+
 if DEVICE_REASON:
     log.warning("=" * 72 + "\n  %s\n" + "=" * 72, DEVICE_REASON.upper())
 
