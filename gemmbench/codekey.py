@@ -214,13 +214,14 @@ def canonical(variant: registry.Variant) -> str:
     return "\n".join(parts)
 
 
-_digests: dict[int, tuple] = {}  # id(variant) -> (variant, digest): a process reads each variant's code once
+_digests: dict[int, tuple] = {}  # id(variant) -> (variant, its files' bytes, digest)
 
 
 def digest(variant: registry.Variant) -> str:
-    """The digest of the variant's canonical code, once per variant object in a process (planning asks for it per
-    record and per job; the files do not change while a process plans; a tree edited since is another process)."""
+    """The digest of the variant's canonical code, computed once per variant object and content of the files it
+    names (planning asks for it per record and per job)."""
+    files = tuple(Path(f).read_bytes() for f in variant.source_files)
     known = _digests.get(id(variant))
-    if known is None or known[0] is not variant:
-        known = _digests[id(variant)] = variant, hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
-    return known[1]
+    if known is None or known[0] is not variant or known[1] != files:
+        known = _digests[id(variant)] = variant, files, hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
+    return known[2]
