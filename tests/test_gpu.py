@@ -208,7 +208,8 @@ UNFINISHED = "unwritten when the harness's stream had finished its work"
     ("cupy/planted-pointer-cache", "bench", "differs from the first sample's, bit for bit"),
     ("cupy/planted-rare-swap", "bench", "differs from the first sample's, bit for bit"),
     ("cupy/planted-unreset-counter", "validate", "launch 2 of 2"),
-    ("cupy/planted-side-after-event", "bench", DIFFERS)]])
+    # its work on another stream: the stream check sees it where that work is still running after the warm-up
+    ("cupy/planted-side-after-event", "bench", (DIFFERS, "does not run on the harness's stream"))]])
 def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says, timing):
     """Under every timing the project ships (tune's included)."""
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
@@ -222,8 +223,8 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
     elif checked["status"] == "ok":  # validation may also see it (another stream's result can arrive late)
         # a kernel that skips work may already be skipping when the stream check looks (after the warm-up)
-        assert timed["status"] == "failed" and (says in timed["message"] or UNFINISHED in timed["message"]), \
-            timed["message"]
+        caught = (says if isinstance(says, tuple) else (says,)) + (UNFINISHED,)
+        assert timed["status"] == "failed" and any(words in timed["message"] for words in caught), timed["message"]
 
 
 
