@@ -150,10 +150,8 @@ def cmd_report(args) -> int:
     summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
-    ran = summary[["workload", "role"]].drop_duplicates()  # tables.read names gemm where older tables name none
-    ran_workloads = list(dict.fromkeys(ran["workload"])) or ["gemm"]
-    names = views.figures(ran_workloads, list(ran.itertuples()))
-    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workloads": ran_workloads})
+    names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload
+    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workloads": views.workloads_in(summary)})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",

@@ -69,3 +69,13 @@ def figures(workloads: list[str], variants) -> list[str]:
         names += [figure_name(workload, name) for name in view.figures
                   if running and (with_baseline or name not in view.compared)]
     return names
+
+
+def workloads_in(summary) -> list[str]:
+    """The workloads a summary table's rows compute, in their order (gemm for a table without rows)."""
+    return list(dict.fromkeys(summary["workload"])) or ["gemm"]
+
+
+def figures_of(summary) -> list[str]:
+    """The report's figures for the rows of a summary table (a report rendered again from its tables)."""
+    return figures(workloads_in(summary), list(summary[["workload", "role"]].drop_duplicates().itertuples()))
