@@ -41,7 +41,9 @@ def test_every_cheat_is_caught_under_every_shipped_timing(cpu_config, tmp_path, 
     if stage == "validate":
         assert checked[0]["status"] == "failed" and says in checked[0]["message"], checked[0]["message"]
     else:
-        assert all(r["status"] == "ok" for r in checked)  # each is right where validation looks
+        # each is right where validation looks before its timing (the awkward shape's validation, in the same worker
+        # after the timing, may already meet a fault that the timed launches set off)
+        assert checked[0]["status"] == "ok"
         assert timed["status"] == "failed" and says in timed["message"], timed["message"]
 
 
