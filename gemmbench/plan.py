@@ -188,13 +188,8 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
                      f"time and {len(planned)} to validate")
     chosen = [(v, mode) for v in variants if device == "cuda" and tuned(config, v, gpu) for mode in modes(config, v)]
     if chosen:
-        host, sources = tune.host_gpu(), {"committed": 0, "transferred": 0, "searched here": 0}
+        host, sources = tune.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0)
         for v, mode in chosen:
-            if tune.committed(config["tune"], v, mode, gpu)[1]:
-                sources["committed"] += 1
-            elif config["tune"]["transfer"] and tune.transferred(config["tune"], v, mode, gpu, host):
-                sources["transferred"] += 1
-            else:
-                sources["searched here"] += 1
-        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()))
+            sources[tune.origin(config["tune"], v, mode, gpu, host)] += 1
+        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here")
     return f"the plan on {device}: " + "; ".join(parts)

@@ -17,7 +17,7 @@ from gemmbench.measure import backend as backends
 from gemmbench.measure import provenance
 from gemmbench.run import gpus
 from gemmbench.run.supervise import run_task
-from gemmbench.run.task import Point, Task
+from gemmbench.run.task import Point, Task, not_timed
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -321,6 +321,8 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
                                "seed": config["seed"]})
     checked = [_base_row(config, variant, mode, shape) for shape in checks]
     timed = [_base_row(config, variant, mode, shape) for shape in sweep]
+    check_of = {shape.dims: row for shape, row in zip(checks, checked)}  # a shape's validation row (filled in below)
+    sweep_index = {shape.dims: i for i, shape in enumerate(sweep)}
     kept, history = {}, {}
     for shape in sweep:
         path = points_dir / f"{shape.label}.json"
@@ -351,11 +353,11 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
             order.append((checked, i))
             points.append(Point(shape.sizes, checked[i]["seed"], stage="validate"))
             labels.append(f"validate {shape.label}")
-        b = next((b for b, s in enumerate(sweep) if s.dims == shape.dims), None)
+        b = sweep_index.get(shape.dims)
         if b is None:
             continue
         if outcome:
-            timed[b].update(status="skipped", message=f"not benchmarked: validation {outcome[0]}: {outcome[1]}")
+            timed[b].update(not_timed(checked[i]))
         elif shape.label not in kept:
             order.append((timed, b))
             points.append(Point(shape.sizes, timed[b]["seed"], stage="bench", checked_by=len(points) - 1))
@@ -366,8 +368,8 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
         rows, i = order[j]
         rows[i].update(result, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {}))
         if rows is timed:
-            _keep_timed(built, checks, checked, sweep[i], timed[i], history[sweep[i].label], point_key, points_dir,
-                        device)
+            _keep_timed(built, check_of[sweep[i].dims], sweep[i], timed[i], history[sweep[i].label], point_key,
+                        points_dir, device)
         arrivals.append((time.perf_counter(), rows[i]))
 
     devices = []
@@ -382,20 +384,19 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
         return checked, []
     timed_devices = list(devices)
     for i, shape in enumerate(sweep):
-        if shape.label in kept:
-            check = next(r for r, s in zip(checked, checks) if s.dims == shape.dims)
-            timed[i] = kept[shape.label]["rows"][0] if check["status"] == "ok" else {
-                **timed[i], "status": "skipped", "message": f"not benchmarked: validation {check['status']}: "
-                                                            f"{check.get('message', '')}"}
-            timed_devices += kept[shape.label]["devices"] if check["status"] == "ok" else []
+        if shape.label not in kept:
+            continue
+        if check_of[shape.dims]["status"] == "ok":
+            timed[i], timed_devices = kept[shape.label]["rows"][0], timed_devices + kept[shape.label]["devices"]
+        else:
+            timed[i].update(not_timed(check_of[shape.dims]))
     write_json(bench_out, {"rows": timed, "devices": list({d["gpu_uuid"]: d for d in timed_devices}.values())})
     return checked, timed
 
 
-def _keep_timed(built, checks, checked, shape, row, history, point_key, points_dir, device) -> None:
-    """A timed row as it arrives: its shape's validation errors, past failures and comparison with its tuning
-    added, and kept on disk before the next point runs."""
-    check = next(r for r, s in zip(checked, checks) if s.dims == shape.dims)
+def _keep_timed(built, check, shape, row, history, point_key, points_dir, device) -> None:
+    """A timed row as it arrives: its shape's validation errors (`check`: its validation row), past failures and
+    comparison with its tuning added, and kept on disk before the next point runs."""
     row.update({k: check.get(k) for k in ("rel_error", "max_abs_error")})
     row.update(failure_columns(history))
     row.update(against_tuning(built, shape, row), tuning=built.get("tuning", ""))

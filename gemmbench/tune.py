@@ -200,6 +200,16 @@ def migrate(root: Path = COMMITTED) -> list[str]:
 GPU_FACTS = "gpu.json"  # config/tuning/<gpu>/gpu.json: the model's compute capability and SM count
 
 
+def origin(tune: dict, variant: registry.Variant, mode: str, gpu: str, facts: dict | None) -> str:
+    """Where the tune stage takes this variant's parameters from on GPU model `gpu` (`facts`: this host's GPU):
+    "committed" (a record that stands here), "transferred" (transferred, where `tune` allows it) or "searched"."""
+    if committed(tune, variant, mode, gpu)[1]:
+        return "committed"
+    if tune["transfer"] and transferred(tune, variant, mode, gpu, facts):
+        return "transferred"
+    return "searched"
+
+
 @functools.cache
 def host_gpu() -> dict | None:
     """GPU 0's architecture and SM count (what decides whether another model's tuning transfers); None without one."""

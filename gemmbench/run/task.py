@@ -47,3 +47,8 @@ class Task:
     def load(cls, path: Path) -> "Task":
         data = json.loads(Path(path).read_text())
         return cls(**{**data, "points": [Point(**p) for p in data["points"]]})
+
+
+def not_timed(check: dict) -> dict:
+    """The row of a sweep point whose shape did not pass validation (`check`: that validation's row)."""
+    return {"status": "skipped", "message": f"not benchmarked: validation {check['status']}: {check['message']}"}

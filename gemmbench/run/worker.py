@@ -21,7 +21,7 @@ from gemmbench import tune, workloads
 from gemmbench.measure import backend as backends
 from gemmbench.measure import checking, provenance, timing
 from gemmbench.measure.ledger import Ledger
-from gemmbench.run.task import Point, Task
+from gemmbench.run.task import Point, Task, not_timed
 from kernels import registry
 
 FATAL_EXIT = 3
@@ -356,10 +356,9 @@ def measure_row(variant, builds: Builds, backend, task: Task, point: Point, fact
     """A measure task's point: its shape validated, or timed where the point that validated it passed."""
     if point.stage == "validate":
         return validate_row(variant, builds.for_point(point), backend, task, point)
-    checked = done.get(point.checked_by)
-    if not checked or checked["status"] != "ok":
-        why = f"{checked['status']}: {checked['message']}" if checked else "its validation did not report"
-        return {"status": "skipped", "message": f"not benchmarked: validation {why}"}
+    checked = done.get(point.checked_by, {"status": "missing", "message": "its validation did not report"})
+    if checked["status"] != "ok":
+        return not_timed(checked)
     return bench_row(variant, builds.for_point(point), backend, task, point, facts)
 
 

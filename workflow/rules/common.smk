@@ -129,8 +129,5 @@ def committed_tuning(wildcards):
 
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
-    variant = variant_of(wildcards)
-    _, reusable = tuning.committed(config["tune"], variant, wildcards.mode, wildcards.gpu)
-    if not reusable and config["tune"]["transfer"]:
-        reusable = tuning.transferred(config["tune"], variant, wildcards.mode, wildcards.gpu, tuning.host_gpu())
-    return 0 if reusable else gpus_needed(wildcards)
+    where = tuning.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, tuning.host_gpu())
+    return gpus_needed(wildcards) if where == "searched" else 0
