@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
@@ -15,3 +16,13 @@ def setup(log_path: str | None = None) -> logging.Logger:
         handler.setFormatter(fmt)
         logger.addHandler(handler)
     return logger
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux; None elsewhere): for a job's script, what its interpreter,
+    Snakemake's preamble and the imports took before the stage began."""
+    try:
+        started = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return float(open("/proc/uptime").read().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return None

@@ -189,7 +189,25 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
     chosen = [(v, mode) for v in variants if device == "cuda" and tuned(config, v, gpu) for mode in modes(config, v)]
     if chosen:
         host, sources = tune.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0)
+        estimates = []
         for v, mode in chosen:
-            sources[tune.origin(config["tune"], v, mode, gpu, host)] += 1
-        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here")
+            how = tune.origin(config["tune"], v, mode, gpu, host)
+            sources[how] += 1
+            if how == "searched":
+                estimates.append(tune.search_estimate(config["tune"], v, mode))
+        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
+                     + _search_time(estimates))
     return f"the plan on {device}: " + "; ".join(parts)
+
+
+def _search_time(estimates: list[tuple[float, str] | None]) -> str:
+    """How long the searches here will take, estimated from the trials that committed searches of the same
+    variant-modes timed on other GPU models (tune.search_estimate)."""
+    if not estimates:
+        return ""
+    known = [e for e in estimates if e]
+    said = [f"about {sum(s for s, _ in known) / 60:.0f} min of GPU time, estimated from the trials of "
+            f"{', '.join(sorted({model for _, model in known}))}'s searches"] if known else []
+    if len(known) < len(estimates):
+        said.append(f"{len(estimates) - len(known)} with no committed search to estimate from")
+    return " (" + "; ".join(said) + ")"

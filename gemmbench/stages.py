@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gemmbench import ROOT, plan, workloads
+from gemmbench import ROOT, logs, plan, workloads
 from gemmbench import tune as tuning
 from gemmbench.files import read_json, write_json
 from gemmbench.measure import backend as backends
@@ -312,6 +312,10 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
     determines it (the build, the timing settings): a rerun (after a kill, say) reuses the ok rows whose key still
     matches where their shape passes validation again, and times only the rest (points that ended in error, timeout
     or oom are timed again)."""
+    process_s = logs.process_age_s()
+    if process_s is not None:
+        log.info("%s %s: the job's process started %.2f s before the stage (interpreter, Snakemake's preamble, "
+                 "imports)", key, mode, process_s)
     variant, built = _variant(config, key), read_json(build_path)
     refused = built.get("prepare_refused") or {}
     checks = _validation_shapes(config, variant, built.get("tuned"))

@@ -116,7 +116,8 @@ def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_p
 
 
 def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count_and_to_other_compilers(monkeypatch):
-    """Labelled with why: another model's search (the H100's for an H200: sm_90, 132 SMs each), or this model's
+    """Labelled with why: another model's search (the H100's for an H800, which has none: sm_90, 132 SMs each; the
+    first model in name order of those that have one), or this model's
     searched with other compilers (the GPU node's NVRTC 13.0 for the README's 13.5); not to another architecture."""
     import json
 
@@ -127,10 +128,10 @@ def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count
     variant = registry.load()["cupy/10_pipelined"]
     h100 = json.loads((tune.COMMITTED / "nvidia-h100-80gb-hbm3" / tune.GPU_FACTS).read_text())
     same = {"compute_capability": h100["compute_capability"], "sm_count": h100["sm_count"]}
-    path, record, why = tune.transferred(cfg, variant, "fp32", "nvidia-h200", same)
+    path, record, why = tune.transferred(cfg, variant, "fp32", "nvidia-h800", same)
     assert path == tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32") and record["classes"]
     assert "tuned on nvidia-h100-80gb-hbm3, of the same architecture and SM count" in why
-    assert tune.transferred(cfg, variant, "fp32", "nvidia-h200", {**same, "sm_count": same["sm_count"] - 18}) is None
+    assert tune.transferred(cfg, variant, "fp32", "nvidia-h800", {**same, "sm_count": same["sm_count"] - 18}) is None
     assert tune.transferred(cfg, variant, "fp32", "nvidia-a100", {**same, "compute_capability": "8.0"}) is None
 
     ran_with = record["compilers"]

@@ -1,12 +1,18 @@
 """Watchdog around the worker: a hanging or crashing point becomes a status row, and the rest still run."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import io
+import itertools
 import json
 import logging
 import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,11 +56,15 @@ def oom_kills() -> int | None:
     return int(found.group(1)) if found else None
 
 
-def exit_failure(code: int, oom_killed: bool, stderr: str) -> dict:
-    """The row of points lost when the worker exited without reporting them."""
-    if code == -signal.SIGKILL and oom_killed:
+def exit_failure(code: int | None, oom_killed: bool, stderr: str) -> dict:
+    """The row of points lost when the worker exited without reporting them (`code`: its exit status; None for a
+    resident worker that an earlier job started, whose status only that job's process could learn)."""
+    if code in (-signal.SIGKILL, None) and oom_killed:
         return {"status": "oom", "message": "worker killed by the kernel's OOM killer (the cgroup's oom_kill count "
                                             f"rose meanwhile): {stderr}"}
+    if code is None:
+        return {"status": "error", "message": f"resident worker exited (an earlier job started it, so its exit "
+                                              f"status is not known here): {stderr}"}
     how = f"killed by signal {-code}" if code < 0 else "crash"
     return {"status": "error", "message": f"worker exited with code {code} ({how}): {stderr}"}
 
@@ -62,6 +72,150 @@ def exit_failure(code: int, oom_killed: bool, stderr: str) -> dict:
 def _stderr_tail(path: Path, limit: int = 1500) -> str:
     text = path.read_text(errors="replace").strip()
     return text[-limit:]
+
+
+class Fresh:
+    """A worker process for this one task, started for it and gone with it."""
+
+    def __init__(self, env: dict, tmp: Path):
+        self.env, self.stderr_path = env, tmp / "stderr.log"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def start(self, task_path: Path, start: int, done_path: Path):
+        with open(self.stderr_path, "w") as stderr:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start),
+                                          str(done_path)],
+                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=self.env,
+                                         start_new_session=True)
+        self.pid = self.proc.pid
+        return self.proc.stdout
+
+    def kill(self) -> None:
+        os.killpg(self.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def exit_code(self) -> int | None:
+        return self.proc.wait()
+
+    def stderr(self) -> str:
+        return _stderr_tail(self.stderr_path)
+
+
+RESIDENT_DIR = Path(tempfile.gettempdir()) / f"gemmbench-workers-{os.getuid()}"
+RESIDENT_IDLE_S = 30.0  # a resident worker outlives its job by this long, for the run's next GPU job
+
+
+class Resident:
+    """The resident worker of this job's environment (interpreter, checkout, GPU, caches, settings): started by the
+    first job that needs it, reused by the jobs after it, so that a job costs neither a process start nor imports nor
+    a CUDA context. Jobs that could run side by side (on the CPU, or on one GPU under two runs) each take a slot of
+    their own, the first whose lock is free; on a GPU its lock already makes the jobs take turns."""
+
+    def __init__(self, env: dict, timeout_s: float):
+        self.env, self.timeout_s, self.proc = env, timeout_s, None
+        wanted = [sys.executable, str(ROOT), sorted(env.items())]
+        self.key = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:16]
+
+    def __enter__(self):
+        RESIDENT_DIR.mkdir(mode=0o700, exist_ok=True)
+        for slot in itertools.count():
+            fd = os.open(RESIDENT_DIR / f"{self.key}-{slot}.lock", os.O_RDONLY | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.lock, name = fd, RESIDENT_DIR / f"{self.key}-{slot}"
+            self.address, self.log = str(name) + ".sock", Path(str(name) + ".log")
+            return self
+
+    def __exit__(self, *exc):
+        os.close(self.lock)  # the worker stays, idle, for the next job
+        return False
+
+    def _connect(self) -> socket.socket | None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.address)
+            return sock
+        except OSError:
+            sock.close()
+            return None
+
+    def _launch(self) -> socket.socket | None:
+        self.offset = 0
+        with open(self.log, "w") as stderr:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", "--serve", self.address,
+                                          str(RESIDENT_IDLE_S)], stdout=subprocess.DEVNULL, stderr=stderr,
+                                         env=self.env, start_new_session=True)
+        deadline = time.monotonic() + self.timeout_s
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            sock = self._connect()
+            if sock:
+                return sock
+            time.sleep(0.02)
+        return None
+
+    def start(self, task_path: Path, start: int, done_path: Path):
+        """The events of the task from `start` on: from the resident worker, or from a fresh one where there is none,
+        or where the one there found its sources changed."""
+        request = json.dumps({"task": str(task_path), "start": start, "done": str(done_path)}) + "\n"
+        launched, sock = False, self._connect()
+        while True:
+            if sock is None:
+                sock, launched = self._launch(), True
+                if sock is None:  # it died, or hung, before listening: its log says why
+                    if self.proc.poll() is None:
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.pid = self.proc.pid
+                    return io.StringIO("")
+            self.offset = self.log.stat().st_size if self.log.exists() else 0
+            sock.sendall(request.encode())
+            stream = sock.makefile("r")
+            hello = json.loads(stream.readline() or '{"event": "gone"}')
+            if hello["event"] == "hello":
+                self.pid, self.sock = hello["pid"], sock
+                log.info("worker: %s (pid %d)", "started" if launched else "resident, reused", self.pid)
+                return stream
+            sock.close()
+            _wait_gone(hello.get("pid"))
+            sock = None  # stale sources, or gone: a fresh one
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.proc is not None and self.proc.pid == self.pid:
+            self.proc.wait()
+        else:
+            _wait_gone(self.pid)
+
+    def exit_code(self) -> int | None:
+        """Its exit status where this job started it; None where an earlier job did (only its parent learns it)."""
+        if self.proc is not None and self.proc.pid == self.pid:
+            return self.proc.wait()
+        _wait_gone(self.pid)
+        return None
+
+    def stderr(self) -> str:
+        with open(self.log, errors="replace") as text:
+            text.seek(self.offset)
+            return text.read().strip()[-1500:]
+
+
+def _wait_gone(pid: int | None, limit_s: float = 10.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while pid and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":  # exited, unreaped
+            return
+        time.sleep(0.02)
+
+
+RESIDENT_KINDS = ("measure", "tune")  # a job's GPU is its own while they run; builds and compiles share it
 
 
 def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
@@ -78,52 +232,51 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
     with gpus.pinned(task.device, exclusive=task.kind not in LAUNCH_FREE) as pin, \
             tempfile.TemporaryDirectory(prefix="gemmbench-") as tmp:
         env = {**os.environ, **pin, **artifact_caches(task.cache_dir), "PYTHONPATH": path_with(ROOT)}
-        task_path, stderr_path, done_path = Path(tmp) / "task.json", Path(tmp) / "stderr.log", Path(tmp) / "done.json"
+        task_path, done_path = Path(tmp) / "task.json", Path(tmp) / "done.json"
         task.save(task_path)
         start = 0
-        while start < count:
-            kills_before = oom_kills()
-            done_path.write_text(json.dumps(rows))  # a worker started after a failure sees the rows before it
-            with open(stderr_path, "w") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start),
-                                         str(done_path)],
-                                        stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
-                                        start_new_session=True)
-            events: queue.Queue = queue.Queue()
-            threading.Thread(target=_read_events, args=(proc.stdout, events), daemon=True).start()
-            current, ready, deadline = None, False, time.monotonic() + timeout_s
-            while True:
-                try:
-                    event = events.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    stage = f"point {describe(current)}" if ready else "build"
-                    failed = {"status": "timeout", "message": f"{stage} still running after {timeout_s:g} s: killed"}
-                    break
-                if event is None:
-                    code, kills = proc.wait(), oom_kills()
-                    failed = exit_failure(code, None not in (kills, kills_before) and kills > kills_before,
-                                          _stderr_tail(stderr_path))
-                    break
-                deadline = time.monotonic() + timeout_s
-                if event["event"] == "ready":
-                    ready, device = True, event.get("device") or device
-                elif event["event"] == "start":
-                    current = event["index"]
-                elif event["event"] == "row":
-                    rows[event["index"]] = event["row"]
-                    on_row(event["index"], event["row"], device)
-                    if log_rows or event["row"]["status"] != "ok":
-                        log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
-                                 event["row"]["status"], event["row"]["message"][:200])
-            # A failure before any point started (build, import) hits every remaining point, one during a point
-            # hits that point; a worker that reported its own failure and exited is simply restarted after it.
-            lost = [i for i in range(start, count) if i not in rows]
-            for i in (lost if current is None else [current] if current in lost else []):
-                rows[i] = dict(failed)
-                on_row(i, rows[i], device)
-                log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"],
-                            failed["message"][:300])
-            start = max(rows) + 1 if rows else count
+        worker = Resident(env, timeout_s) if task.kind in RESIDENT_KINDS else Fresh(env, Path(tmp))
+        with worker:
+            while start < count:
+                kills_before = oom_kills()
+                done_path.write_text(json.dumps(rows))  # a worker started after a failure sees the rows before it
+                events: queue.Queue = queue.Queue()
+                threading.Thread(target=_read_events, args=(worker.start(task_path, start, done_path), events),
+                                 daemon=True).start()
+                current, ready, deadline = None, False, time.monotonic() + timeout_s
+                while True:
+                    try:
+                        event = events.get(timeout=max(0.0, deadline - time.monotonic()))
+                    except queue.Empty:
+                        worker.kill()
+                        stage = f"point {describe(current)}" if ready else "build"
+                        failed = {"status": "timeout",
+                                  "message": f"{stage} still running after {timeout_s:g} s: killed"}
+                        break
+                    if event is None or event["event"] == "end":
+                        code = event["code"] if event else worker.exit_code()
+                        kills = oom_kills()
+                        failed = exit_failure(code, None not in (kills, kills_before) and kills > kills_before,
+                                              worker.stderr())
+                        break
+                    deadline = time.monotonic() + timeout_s
+                    if event["event"] == "ready":
+                        ready, device = True, event.get("device") or device
+                    elif event["event"] == "start":
+                        current = event["index"]
+                    elif event["event"] == "row":
+                        rows[event["index"]] = event["row"]
+                        on_row(event["index"], event["row"], device)
+                        if log_rows or event["row"]["status"] != "ok":
+                            log.info("[%d/%d] %s: %s (%s)", len(rows), count, describe(event["index"]),
+                                     event["row"]["status"], event["row"]["message"][:200])
+                # A failure before any point started (build, import) hits every remaining point, one during a point
+                # hits that point; a worker that reported its own failure and exited is simply restarted after it.
+                lost = [i for i in range(start, count) if i not in rows]
+                for i in (lost if current is None else [current] if current in lost else []):
+                    rows[i] = dict(failed)
+                    on_row(i, rows[i], device)
+                    log.warning("[%d/%d] %s: %s (%s)", len(rows), count, describe(i), failed["status"],
+                                failed["message"][:300])
+                start = max(rows) + 1 if rows else count
     return [rows[i] for i in range(count)], device

@@ -1,18 +1,26 @@
-"""Runs one task's points in a child process: `python -m gemmbench.run.worker TASK.json START DONE.json` (DONE: the
-rows of the points before START, from an earlier worker of the same task).
+"""Runs tasks' points in a child process, either one task (`python -m gemmbench.run.worker TASK.json START
+DONE.json`; DONE: the rows of the points before START, from an earlier worker of the same task) or, resident, every
+task that jobs send it on a Unix socket (`python -m gemmbench.run.worker --serve SOCKET IDLE_S`) until it has been
+idle IDLE_S seconds: the jobs of a run then share one import, one CUDA context and the fp64 references.
 
-It speaks a line protocol on its own channel (the original stdout; prints from kernels go to stderr):
+It speaks a line protocol on its channel (the original stdout, or the connection; prints from kernels go to stderr):
 {"event": "ready", "device": {...}} after the build (for measure, the facts of the device it runs on),
-{"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}.
+{"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}; resident, also {"event": "hello",
+"pid": ...} first and {"event": "end", "code": ...} last, or {"event": "stale"} where the sources it imported have
+changed since (it exits, and the job starts a fresh one).
 After a failure on a GPU it exits, because the CUDA context may be unusable; the supervisor starts a fresh one.
 """
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import json
 import os
+import socket
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +35,21 @@ from kernels import registry
 FATAL_EXIT = 3
 
 
+def _sender(channel):
+    # NumPy scalars (np.bool_, np.float32) from kernels and statistics become plain JSON values.
+    plain = lambda value: value.item() if hasattr(value, "item") else str(value)  # noqa: E731
+
+    def send(**msg):
+        channel.write(json.dumps(msg, default=plain) + "\n")
+        channel.flush()
+    return send
+
+
 def _channel():
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by kernels or libraries goes to stderr, not into the protocol
     sys.stdout = sys.stderr
-    # NumPy scalars (np.bool_, np.float32) from kernels and statistics become plain JSON values.
-    plain = lambda value: value.item() if hasattr(value, "item") else str(value)  # noqa: E731
-    return lambda **msg: channel.write(json.dumps(msg, default=plain) + "\n")
+    return _sender(channel)
 
 
 OUT_OF_MEMORY = ("out of memory", "out_of_memory", "alloc_failed")  # CuPy, CUDA (Numba), cuBLAS, in lower case
@@ -130,21 +146,42 @@ def _problem(variant, backend, point: Point, mode: str) -> tuple[list, object, o
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
-_reference: dict = {}  # the last shape's (key, (reference, scale)): its validation and its timing share it
+class References:
+    """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a point's
+    validation and its timing share one, and so do the variants of a mode that a resident worker measures in turn
+    (inputs are fixed by seed, shape and mode, so every variant checks against the same product)."""
+
+    BUDGET_BYTES = 8 << 30  # a 16384² reference and its scale hold 4 GiB; the sweep's shapes together about 6 GiB
+    BUDGET_SHARE = 0.1  # and at most this share of the device's memory: the point's own buffers need the rest
+
+    def __init__(self):
+        self.kept: OrderedDict = OrderedDict()
+        self.budget = self.BUDGET_BYTES
+
+    def get(self, key, compute) -> tuple[tuple, float]:
+        """The reference of `key` and the seconds spent computing it here (0: kept from an earlier point)."""
+        if key in self.kept:
+            self.kept.move_to_end(key)
+            return self.kept[key], 0.0
+        start = time.perf_counter()
+        self.kept[key] = compute()
+        while len(self.kept) > 1 and sum(x.nbytes for pair in self.kept.values() for x in pair) > self.budget:
+            self.kept.popitem(last=False)
+        return self.kept[key], time.perf_counter() - start
+
+
+REFERENCES = References()
 
 
 def _expected(workload, backend, operands, point: Point, mode: str) -> tuple[tuple, float]:
     """The fp64 reference of `operands` (the point's inputs: its seed, shape and mode fix them) and each element's
-    scale (Workload.scale), and the seconds spent computing them here (0: the point's validation had)."""
-    key = (workload.name, tuple(point.sizes.items()), point.seed, mode)
-    if key not in _reference:
-        _reference.clear()  # one shape at a time: a 16384² reference and its scale hold 4 GiB
-        start = time.perf_counter()
+    scale (Workload.scale), and the seconds spent computing them here (0: computed for an earlier point)."""
+    def compute():
         wide = [backends.widened(backend.xp, x) for x in operands]
-        _reference[key] = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+        pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
         backend.synchronize()
-        return _reference[key], time.perf_counter() - start
-    return _reference[key], 0.0
+        return pair
+    return REFERENCES.get((workload.name, tuple(point.sizes.items()), point.seed, mode), compute)
 
 
 def _checked(expected: tuple, backend, out, buffer, tolerance: float) -> tuple[str, str, dict]:
@@ -362,17 +399,29 @@ def measure_row(variant, builds: Builds, backend, task: Task, point: Point, fact
     return bench_row(variant, builds.for_point(point), backend, task, point, facts)
 
 
-def main(task_path: str, start: int, done_path: str) -> int:
-    send = _channel()
-    task = Task.load(task_path)
-    done = {int(i): row for i, row in json.loads(Path(done_path).read_text()).items()}  # rows before `start`
+_backends: dict = {}
+
+
+def _backend(device: str):
+    """One backend (streams, timing kernels, scratch) per device and process: a resident worker's tasks share it."""
+    if device not in _backends:
+        _backends[device] = backends.create(device)
+        if device == "cuda":
+            total = _backends[device].xp.cuda.Device().mem_info[1]
+            REFERENCES.budget = min(References.BUDGET_BYTES, int(References.BUDGET_SHARE * total))
+    return _backends[device]
+
+
+def run(task: Task, start: int, done: dict, send) -> int:
+    """The task's points from `start` on (`done`: the rows before it), each reported through `send`; the exit code:
+    FATAL_EXIT after a failure that may have left the device unusable."""
     try:
         variant = registry.load(task.variant_modules)[task.variant]
         if task.mode not in variant.modes:  # its kernels would read operands stored as another mode stores them
             raise ValueError(f"{task.variant} does not run in {task.mode} (it declares {', '.join(variant.modes)})")
         if task.mode == "tf32" and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
             raise ValueError("NVIDIA_TF32_OVERRIDE=0 is set: it turns TF32 off in cuBLAS, so tf32 rows would be FP32")
-        backend = backends.create(task.device)
+        backend = _backend(task.device)
         if task.kind == "build":
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
@@ -411,5 +460,74 @@ def main(task_path: str, start: int, done_path: str) -> int:
     return 0
 
 
+def _done_rows(path) -> dict:
+    return {int(i): row for i, row in json.loads(Path(path).read_text()).items()}
+
+
+def main(task_path: str, start: int, done_path: str) -> int:
+    return run(Task.load(task_path), start, _done_rows(done_path), _channel())
+
+
+def source_stamps(variant_modules=()) -> dict:
+    """Size and modification time of every source file this process imported from the project, or from the variant
+    modules a task named: a resident worker whose sources changed since it imported them no longer runs what a fresh
+    one would."""
+    from gemmbench import ROOT
+    stamps = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and (Path(path).is_relative_to(ROOT)
+                     or any(name == m or name.startswith(f"{m}.") for m in variant_modules)):
+            try:
+                stat = os.stat(path)
+                stamps[path] = (stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                stamps[path] = None
+    return stamps
+
+
+def serve(address: str, idle_s: float) -> int:
+    """Resident: one task per connection, in turn, until none came for `idle_s` seconds, one failed fatally, or the
+    sources changed. The job that connects holds the address's lock meanwhile (supervise.Resident)."""
+    _channel()  # kernels' prints to stderr, as in a one-task worker
+    faulthandler.enable()  # a crash leaves its cause in the log the job reads
+    modules: set[str] = set()
+    watched = source_stamps()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)  # left by a worker that was killed
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(address)
+        server.listen(1)
+        server.settimeout(idle_s)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:  # idle: nothing of it is left behind but its lock
+                os.unlink(address)
+                Path(address).with_suffix(".log").unlink(missing_ok=True)
+                return 0
+            conn.settimeout(None)
+            with conn, conn.makefile("rw", buffering=1) as stream:
+                send = _sender(stream)
+                request = json.loads(stream.readline())
+                if any(stamp != watched.get(path, stamp) for path, stamp in source_stamps(modules).items()):
+                    send(event="stale")
+                    return 0
+                send(event="hello", pid=os.getpid())
+                task = Task.load(request["task"])
+                code = run(task, request["start"], _done_rows(request["done"]), send)
+                # what the task imported (its variant) is watched too, as it was before the job can go on
+                modules.update(task.variant_modules)
+                watched = {**source_stamps(modules), **watched}
+                send(event="end", code=code)
+            _built.clear()  # compiled kernels are the job's; the references stay for the next variant
+            if "cuda" in _backends:  # and the memory the job's arrays held goes back to the device
+                _backends["cuda"].xp.get_default_memory_pool().free_all_blocks()
+            if code:
+                return code
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--serve":
+        sys.exit(serve(sys.argv[2], float(sys.argv[3])))
     sys.exit(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))

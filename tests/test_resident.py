@@ -1,0 +1,66 @@
+"""The resident worker (gemmbench/run/supervise.py, Resident): the measure jobs of a run share one worker process and
+its fp64 references, and one whose sources changed since it imported them is replaced, not reused."""
+import logging
+import os
+import re
+
+from gemmbench import ROOT, config, stages
+
+
+def _measure(cfg, tmp_path, key):
+    stages.build(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json")
+    checked, _ = stages.measure(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json",
+                                tmp_path / "validate.json", tmp_path / "bench.json")
+    return checked
+
+
+def _workers(caplog) -> list[tuple[str, int]]:
+    """(how, pid) of each worker the measure jobs above used, from their log lines."""
+    return [(m.group(1), int(m.group(2))) for m in
+            (re.search(r"worker: (started|resident, reused) \(pid (\d+)\)", r.getMessage()) for r in caplog.records)
+            if m]
+
+
+def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_config, tmp_path, caplog):
+    cpu_config.update(sizes=[64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
+    cfg = config.validate(cpu_config)
+    caplog.set_level(logging.INFO, logger="gemmbench")
+    first = _measure(cfg, tmp_path, "cpu/numpy-blas")
+    second = _measure(cfg, tmp_path, "cpu/numba-tiled")
+    (how_a, pid_a), (how_b, pid_b) = _workers(caplog)
+    assert (how_a, how_b) == ("started", "resident, reused") and pid_a == pid_b
+    assert all(r["status"] == "ok" for r in first + second)
+    # the second variant checks against the references the first one's job computed, on the same inputs
+    assert all(r["fp64_reference_s"] > 0 for r in first)
+    assert all(r["fp64_reference_s"] == 0 for r in second)
+    assert [r["max_abs_reference"] for r in first] == [r["max_abs_reference"] for r in second]
+
+
+KERNEL = """
+import numpy as np
+from kernels.registry import Built, Variant, register
+
+def _run(artifact, a, b, c, stream):
+    np.matmul(a, b, out=c)
+
+register(Variant(family="cpu", name="edited-matmul", device="cpu", modes=("fp32",), run=_run,
+                 build=lambda mode, params, cache_dir: Built(None, {"compile_s": 0.0}), description="a kernel edited"))
+"""
+
+
+def test_a_worker_whose_variant_module_changed_is_replaced(cpu_config, tmp_path, caplog, monkeypatch):
+    """An edit to a kernel between two jobs of a run: the second job runs the edited code in a fresh worker."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "edited_kernel.py").write_text(KERNEL)
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), str(ROOT)]))
+    cpu_config.update(variant_modules=["edited_kernel"], sizes=[32], validation_shapes=[[7, 13, 5]],
+                      cache_dir=str(tmp_path / "cache"))
+    cfg = config.validate(cpu_config)
+    caplog.set_level(logging.INFO, logger="gemmbench")
+    _measure(cfg, tmp_path, "cpu/edited-matmul")
+    (modules / "edited_kernel.py").write_text(KERNEL + "\n# edited\n")
+    _measure(cfg, tmp_path, "cpu/edited-matmul")
+    (how_a, pid_a), (how_b, pid_b) = _workers(caplog)
+    assert (how_a, how_b) == ("started", "started") and pid_a != pid_b
