@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from gemmbench import ROOT
@@ -27,10 +26,12 @@ def _with_defaults(validator_class):
                     instance[name] = copy.deepcopy(sub["default"])
         yield from check_properties(validator, properties, instance, schema)
 
+    import jsonschema
+
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-def _location(error: jsonschema.ValidationError) -> str:
+def _location(error) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
     return path or "(top level)"
 
@@ -59,6 +60,8 @@ def validate(config: dict | None) -> dict:
     """A validated copy of `config` with defaults filled in; ConfigError names every problem."""
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     config = _typed(copy.deepcopy(config or {}), schema)
+    import jsonschema  # here, not at the top: a measure job imports this module but validates nothing (its start)
+
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
