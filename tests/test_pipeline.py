@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import pandas as pd
 import pytest
@@ -81,7 +82,10 @@ def test_snakemake_report_works(cpu_run):
     workdir, _ = cpu_run
     result = snakemake(workdir, "--configfile", str(ROOT / "config" / "test.yaml"), "--report", "smk-report.zip")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (workdir / "smk-report.zip").stat().st_size > 0
+    with zipfile.ZipFile(workdir / "smk-report.zip") as archive:
+        names = archive.namelist()
+    for registered in ("summary.csv", "samples.csv", "validation.csv", "builds.csv", "report.html", "roofline.png"):
+        assert any(name.endswith(registered) for name in names), f"{registered} is not in Snakemake's report"
 
 
 def test_lint():

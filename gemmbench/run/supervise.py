@@ -37,11 +37,14 @@ def artifact_caches(cache_dir: str) -> dict:
 
 
 def _read_events(stream, events: queue.Queue) -> None:
-    for line in stream:
-        try:
-            events.put(json.loads(line))
-        except json.JSONDecodeError:
-            log.warning("worker: %s", line.rstrip())
+    try:
+        for line in stream:
+            try:
+                events.put(json.loads(line))
+            except json.JSONDecodeError:
+                log.warning("worker: %s", line.rstrip())
+    except OSError:  # a resident worker's connection reset: it died
+        pass
     events.put(None)  # end of stream: the worker exited
 
 
@@ -116,8 +119,10 @@ class Resident:
     a CUDA context. Jobs that could run side by side (on the CPU, or on one GPU under two runs) each take a slot of
     their own, the first whose lock is free; on a GPU its lock already makes the jobs take turns."""
 
+    ATTEMPTS = 3  # workers started for one task before its points are lost with the last one's log
+
     def __init__(self, env: dict, timeout_s: float):
-        self.env, self.timeout_s, self.proc = env, timeout_s, None
+        self.env, self.timeout_s, self.proc, self.offset = env, timeout_s, None, 0
         wanted = [sys.executable, str(ROOT), sorted(env.items())]
         self.key = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:16]
 
@@ -166,18 +171,18 @@ class Resident:
         or where the one there found its sources changed."""
         request = json.dumps({"task": str(task_path), "start": start, "done": str(done_path)}) + "\n"
         launched, sock = False, self._connect()
-        while True:
+        for _ in range(self.ATTEMPTS):
             if sock is None:
                 sock, launched = self._launch(), True
                 if sock is None:  # it died, or hung, before listening: its log says why
-                    if self.proc.poll() is None:
-                        os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.pid = self.proc.pid
-                    return io.StringIO("")
+                    break
             self.offset = self.log.stat().st_size if self.log.exists() else 0
-            sock.sendall(request.encode())
-            stream = sock.makefile("r")
-            hello = json.loads(stream.readline() or '{"event": "gone"}')
+            try:
+                sock.sendall(request.encode())
+                stream = sock.makefile("r")
+                hello = json.loads(stream.readline() or '{"event": "gone"}')
+            except OSError:  # it was on its way out (a fatal task's end, a kill) when this job connected
+                hello = {"event": "gone"}
             if hello["event"] == "hello":
                 self.pid, self.sock = hello["pid"], sock
                 log.info("worker: %s (pid %d)", "started" if launched else "resident, reused", self.pid)
@@ -185,6 +190,10 @@ class Resident:
             sock.close()
             _wait_gone(hello.get("pid"))
             sock = None  # stale sources, or gone: a fresh one
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.pid = self.proc.pid if self.proc is not None else None
+        return io.StringIO("")
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -209,8 +218,11 @@ class Resident:
 
 def _wait_gone(pid: int | None, limit_s: float = 10.0) -> None:
     deadline = time.monotonic() + limit_s
-    while pid and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":  # exited, unreaped
+    while pid and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":  # exited, unreaped
+                return
+        except OSError:  # gone
             return
         time.sleep(0.02)
 

@@ -519,6 +519,8 @@ def serve(address: str, idle_s: float) -> int:
                 # what the task imported (its variant) is watched too, as it was before the job can go on
                 modules.update(task.variant_modules)
                 watched = {**source_stamps(modules), **watched}
+                if code:  # no job may connect to it while it exits
+                    os.unlink(address)
                 send(event="end", code=code)
             _built.clear()  # compiled kernels are the job's; the references stay for the next variant
             if "cuda" in _backends:  # and the memory the job's arrays held goes back to the device

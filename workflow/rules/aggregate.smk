@@ -5,9 +5,9 @@ rule aggregate:
         benches=planned("results/bench/{family}/{variant}/{mode}.json"),
     output:
         summary=report("results/tables/summary.csv", caption="../report/summary_table.rst", category="Tables"),
-        samples="results/tables/samples.csv",
-        validation="results/tables/validation.csv",
-        builds="results/tables/builds.csv",
+        samples=report("results/tables/samples.csv", caption="../report/samples_table.rst", category="Tables"),
+        validation=report("results/tables/validation.csv", caption="../report/validation_table.rst", category="Tables"),
+        builds=report("results/tables/builds.csv", caption="../report/builds_table.rst", category="Tables"),
         parquet=expand("results/tables/{table}.parquet", table=["summary", "samples", "validation", "builds"]),
         devices="results/tables/devices.json",
     log:

@@ -32,7 +32,7 @@ rule report:
         figures=rules.plot.output.png,
         compared_with=[config["compare_with"]] if config["compare_with"] else [],
     output:
-        "reports/report.html",
+        report("reports/report.html", caption="../report/html_report.rst", category="Report"),
     log:
         "results/logs/report.log",
     conda:
