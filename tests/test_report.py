@@ -304,3 +304,10 @@ def test_several_gpu_models_are_side_by_side_and_another_run_is_compared(tmp_pat
     assert "NVIDIA H100 80GB HBM3" in side and "NVIDIA H200" in side
     compared = html.split("Compared with the run before")[1].split("</table>")[0]
     assert "0 faster and 2 slower" in compared and "+25.0%" in compared  # the point on each of the two GPUs
+
+
+def test_numbers_are_written_as_people_write_them():
+    """A bf16 peak reads 1,070 TFLOP/s, not 1.07e+03."""
+    from gemmbench.present.axes import readable
+
+    assert (readable(1070.4), readable(67.04), readable(0.4893)) == ("1,070", "67", "0.489")

@@ -41,3 +41,8 @@ def log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, labels=[_size_label(t) for t in ticks])
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def readable(value: float) -> str:
+    """Three significant figures, as people write them: 1,070 rather than 1.07e+03 (a bf16 peak), 67.1, 0.489."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"

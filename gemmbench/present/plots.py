@@ -15,7 +15,7 @@ import seaborn as sns
 from matplotlib import ticker
 
 from gemmbench.present import views
-from gemmbench.present.axes import log2_size_axis, modes_in, placeholder
+from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
 from gemmbench.present.tables import per_workload
 
 
@@ -230,7 +230,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
                         label=f"copy bandwidth {bandwidth:.0f} GB/s{suffix}")
         best = ok.loc[ok["mode"] == mode, "tflops"].max()
         ax.axhline(best, color="tab:red", linewidth=1.5, alpha=0.7,
-                   label=f"measured compute ceiling {best:.3g} TFLOP/s")
+                   label=f"measured compute ceiling {readable(best)} TFLOP/s")
         # the ceilings get a legend under each panel; the families already have the figure's legend
         ax.legend(handles=ax.get_lines()[hue_entries:], fontsize=7, loc="upper center",
                   bbox_to_anchor=(0.5, -0.2))

@@ -14,6 +14,7 @@ from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from gemmbench.present import tables, views
+from gemmbench.present.axes import readable
 from gemmbench.present.plots import baseline_first, ladder_rows, several_models
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 
@@ -234,7 +235,7 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         size = HEADLINE_SIZE if HEADLINE_SIZE in sizes else sizes[-1]
         at = group[group["m"] == size]
         best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
-        rows = [{"family": r.family, "variant": r.variant, "tflops": f"{r.tflops:.3g}",
+        rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
                  "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
                  "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
                  "precision": _precision(r)} for r in best.itertuples()]
@@ -282,7 +283,7 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
         size = HEADLINE_SIZE if HEADLINE_SIZE in common else max(common)
         at = group[group["m"] == size]
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
-        rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {r.tflops:.3g}" + (
+        rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
             "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
@@ -314,9 +315,9 @@ def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
     words = []
     baseline = best[best["role"] == "baseline"]
     for r in baseline.itertuples():
-        peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak ({r.peak_tflops:.3g} "
-                                                  f"TFLOP/s at the max SM clock)")
-        words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {r.tflops:.3g} "
+        peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak "
+                                                  f"({readable(r.peak_tflops)} TFLOP/s at the max SM clock)")
+        words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {readable(r.tflops)} "
                      f"TFLOP/s{peak}.")
     others = best[(best["role"] != "baseline") & best["pct_of_baseline"].notna()]
     if not baseline.empty and not others.empty:
@@ -329,7 +330,7 @@ def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
                                              for r in rest.itertuples()) + ".")
     elif baseline.empty:  # a CPU: compared with its host's cuBLAS, if that ran
         words.append(f"At {size}×{size}×{size}: " + "; ".join(
-            f"{r.family}/{r.variant} {r.tflops:.3g} TFLOP/s" + ("" if pd.isna(r.pct_of_baseline) else
+            f"{r.family}/{r.variant} {readable(r.tflops)} TFLOP/s" + ("" if pd.isna(r.pct_of_baseline) else
                                                                 f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
             for r in best.itertuples()) + ".")
     return " ".join(words)

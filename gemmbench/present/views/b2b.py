@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from gemmbench.present.axes import log2_size_axis, modes_in, placeholder
+from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
 from gemmbench.present.views import View
 from gemmbench.workloads import OUTPUT_BYTES, shape_text
 
@@ -83,16 +83,17 @@ def _why_slower(r, bandwidth_gbps) -> str:
     intensity = r.flops / unfused_bytes
     unfused_tflops = r.tflops / r.speedup_vs_unfused_best
     if not bandwidth_gbps or pd.isna(r.peak_tflops):
-        return f"the fused kernel computes at {r.tflops:.3g} TFLOP/s, the best unfused pair at {unfused_tflops:.3g}"
+        return (f"the fused kernel computes at {readable(r.tflops)} TFLOP/s, the best unfused pair at "
+                f"{readable(unfused_tflops)}")
     ridge = r.peak_tflops * 1e3 / bandwidth_gbps
     if intensity >= ridge:
         return (f"compute-bound even unfused ({intensity:.0f} FLOP/byte with the intermediate, above the ridge "
                 f"at {ridge:.0f}): the traffic fusion saves was not the limit, and the fused kernel computes at "
-                f"{r.tflops:.3g} TFLOP/s against {unfused_tflops:.3g} for the unfused pair")
+                f"{readable(r.tflops)} TFLOP/s against {readable(unfused_tflops)} for the unfused pair")
     return (f"memory-bound unfused ({intensity:.0f} FLOP/byte, below the ridge at {ridge:.0f}), but the fused "
             f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
-            f"copy bandwidth: it is bound by neither, computing at {r.tflops:.3g} TFLOP/s against "
-            f"{unfused_tflops:.3g} for the unfused pair")
+            f"copy bandwidth: it is bound by neither, computing at {readable(r.tflops)} TFLOP/s against "
+            f"{readable(unfused_tflops)} for the unfused pair")
 
 
 VIEW = View("b2b", figures=("b2b_speedup", "roofline", "validation_error"), compared=("b2b_speedup",),
