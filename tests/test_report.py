@@ -311,3 +311,19 @@ def test_numbers_are_written_as_people_write_them():
     from gemmbench.present.axes import readable
 
     assert (readable(1070.4), readable(67.04), readable(0.4893)) == ("1,070", "67", "0.489")
+
+
+def test_the_at_a_glance_table_flags_a_throttled_best(tmp_path):
+    """The H200 example's cuBLAS TF32 at 8192 ran under the power cap: the table quoting it says so."""
+    from gemmbench.__main__ import main
+
+    example = ROOT / "reports/examples/h200"
+    summary = pd.read_csv(example / "summary.csv")
+    capped = summary[(summary["family"] == "cublas") & (summary["workload"] == "gemm") & (summary["mode"] == "tf32")
+                     & (summary["m"] == 8192)].iloc[0]
+    assert capped["throttled"]
+    out_html = tmp_path / "h200.html"
+    assert main(["report", str(example), "--out", str(out_html)]) == 0
+    html = out_html.read_text()
+    glance = html[html.index("At a glance"):html.index("</table>", html.index("NVIDIA H200 · tf32"))]
+    assert f"⚠ throttled ({capped['throttle_reasons']})" in glance

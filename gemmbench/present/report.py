@@ -203,6 +203,14 @@ def _skipped(frame: pd.DataFrame, label) -> list[dict]:
 NOISY_CI = 0.05  # a median whose CI half-width exceeds 5% is marked noisy (CPU timings, mostly)
 
 
+def _throttled(r) -> str:
+    """Why the clocks were pulled down during a point (its slowdown reasons), or "" where they were not."""
+    if not _flagged(getattr(r, "throttled", None)):
+        return ""
+    reasons = getattr(r, "throttle_reasons", None)
+    return reasons if isinstance(reasons, str) and reasons else "clock dropped"
+
+
 def _precision(r) -> str:
     """What a median is worth, in the summary's words: its CI, and marks on thin, unconverged and noisy medians."""
     ci = getattr(r, "median_ci_rel", None)
@@ -238,7 +246,7 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
                  "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
                  "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
-                 "precision": _precision(r)} for r in best.itertuples()]
+                 "precision": _precision(r), "throttled": _throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": _answer(best, mode, size), "rows": rows})
     return blocks
@@ -366,7 +374,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
                                 "clock": _window_clock(r),
                                 "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
                                 "precision": _precision(r),
-                                "throttled": r.throttle_reasons if _flagged(getattr(r, "throttled", None)) else ""}
+                                "throttled": _throttled(r)}
                      for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
