@@ -19,6 +19,7 @@ from pathlib import Path
 from gemmbench import ROOT, codekey
 from gemmbench.files import write_json
 from gemmbench.measure import provenance
+from gemmbench.measure import timing as timed
 from kernels import registry
 
 COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
@@ -226,7 +227,7 @@ def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[f
                            max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
             warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
             # compile, validation (two launches), warm-up, sampling and the audit that can match it
-            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, 0.5)
+            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, timed.AUDIT_MAX_S)
         return seconds, path.parts[-4]
     return None
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, after its sampling, where the time allows
+AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
+
 
 def median_ci_rel(samples, resolution_s: float = 0.0) -> float:
     """95% confidence half-width of the median relative to the median (McGill et al.: 1.57 IQR / sqrt(n)), and

@@ -72,9 +72,15 @@ def exit_failure(code: int | None, oom_killed: bool, stderr: str) -> dict:
     return {"status": "error", "message": f"worker exited with code {code} ({how}): {stderr}"}
 
 
-def _stderr_tail(path: Path, limit: int = 1500) -> str:
-    text = path.read_text(errors="replace").strip()
-    return text[-limit:]
+def _stderr_tail(path: Path, start: int = 0, limit: int = 1500) -> str:
+    """The end of a worker's stderr log, from byte `start` (where the current task's part begins)."""
+    with open(path, errors="replace") as text:
+        text.seek(start)
+        return text.read().strip()[-limit:]
+
+
+def _worker(*args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", *args], start_new_session=True, **popen)
 
 
 class Fresh:
@@ -91,10 +97,8 @@ class Fresh:
 
     def start(self, task_path: Path, start: int, done_path: Path):
         with open(self.stderr_path, "w") as stderr:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", str(task_path), str(start),
-                                          str(done_path)],
-                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=self.env,
-                                         start_new_session=True)
+            self.proc = _worker(str(task_path), str(start), str(done_path), stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, env=self.env)
         self.pid = self.proc.pid
         return self.proc.stdout
 
@@ -155,9 +159,8 @@ class Resident:
     def _launch(self) -> socket.socket | None:
         self.offset = 0
         with open(self.log, "w") as stderr:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", "--serve", self.address,
-                                          str(RESIDENT_IDLE_S)], stdout=subprocess.DEVNULL, stderr=stderr,
-                                         env=self.env, start_new_session=True)
+            self.proc = _worker("--serve", self.address, str(RESIDENT_IDLE_S), stdout=subprocess.DEVNULL,
+                                stderr=stderr, env=self.env)
         deadline = time.monotonic() + self.timeout_s
         while self.proc.poll() is None and time.monotonic() < deadline:
             sock = self._connect()
@@ -184,7 +187,7 @@ class Resident:
             except OSError:  # it was on its way out (a fatal task's end, a kill) when this job connected
                 hello = {"event": "gone"}
             if hello["event"] == "hello":
-                self.pid, self.sock = hello["pid"], sock
+                self.pid = hello["pid"]
                 log.info("worker: %s (pid %d)", "started" if launched else "resident, reused", self.pid)
                 return stream
             sock.close()
@@ -195,25 +198,23 @@ class Resident:
         self.pid = self.proc.pid if self.proc is not None else None
         return io.StringIO("")
 
+    def _started_here(self) -> bool:
+        return self.proc is not None and self.proc.pid == self.pid
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
-        if self.proc is not None and self.proc.pid == self.pid:
-            self.proc.wait()
-        else:
-            _wait_gone(self.pid)
+        self.exit_code()
 
     def exit_code(self) -> int | None:
         """Its exit status where this job started it; None where an earlier job did (only its parent learns it)."""
-        if self.proc is not None and self.proc.pid == self.pid:
+        if self._started_here():
             return self.proc.wait()
         _wait_gone(self.pid)
         return None
 
     def stderr(self) -> str:
-        with open(self.log, errors="replace") as text:
-            text.seek(self.offset)
-            return text.read().strip()[-1500:]
+        return _stderr_tail(self.log, self.offset)
 
 
 def _wait_gone(pid: int | None, limit_s: float = 10.0) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmbench import tune, workloads
+from gemmbench import ROOT, tune, workloads
 from gemmbench.measure import backend as backends
 from gemmbench.measure import checking, provenance, timing
 from gemmbench.measure.ledger import Ledger
@@ -312,16 +312,13 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     }
 
 
-AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, where the time allows
-AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
-
-
 def _audit(backend, run, ledger: Ledger, sampled_s: float) -> int:
     """Untimed launches, each accounted for as a sample is, until the point has AUDIT_LAUNCHES checked launches in a
-    row, for at most AUDIT_MAX_S and no longer than its sampling took: a fault that fires once in a few dozen launches
-    shows where a short timing (the tune stage's) met its precision in a few samples. Returns how many ran."""
-    deadline, ran = time.perf_counter() + min(sampled_s, AUDIT_MAX_S), 0
-    while ledger.launches < AUDIT_LAUNCHES and time.perf_counter() < deadline:
+    row, for at most AUDIT_MAX_S (measure/timing.py) and no longer than its sampling took: a fault that fires once in
+    a few dozen launches shows where a short timing (the tune stage's) met its precision in a few samples. Returns how
+    many ran."""
+    deadline, ran = time.perf_counter() + min(sampled_s, timing.AUDIT_MAX_S), 0
+    while ledger.launches < timing.AUDIT_LAUNCHES and time.perf_counter() < deadline:
         ledger.before()
         run()
         ledger.after()
@@ -472,7 +469,6 @@ def source_stamps(variant_modules=()) -> dict:
     """Size and modification time of every source file this process imported from the project, or from the variant
     modules a task named: a resident worker whose sources changed since it imported them no longer runs what a fresh
     one would."""
-    from gemmbench import ROOT
     stamps = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
