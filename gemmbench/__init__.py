@@ -3,6 +3,7 @@
 The harness knows the Variant interface (kernels.registry), never a single kernel.
 """
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -14,6 +15,9 @@ def path_with(root) -> str:
 
 
 def first_on_path(root) -> None:
-    """Processes started from here (Snakemake's script jobs) import from `root` first: Snakemake appends its search
-    path to a job's, so a PYTHONPATH naming another checkout would otherwise win there."""
+    """Processes started from here (Snakemake's jobs) import from `root` first: Snakemake appends its search path to a
+    script job's, so a PYTHONPATH naming another checkout would otherwise win there. A shell job's `python` is this
+    process's interpreter, as Snakemake picks it for a script (where jobs run in an environment of their own, --sdm
+    conda, its interpreter comes first on the job's PATH)."""
     os.environ["PYTHONPATH"] = path_with(root)
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

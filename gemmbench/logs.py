@@ -19,8 +19,8 @@ def setup(log_path: str | None = None) -> logging.Logger:
 
 
 def process_age_s() -> float | None:
-    """Seconds since this process started (Linux; None elsewhere): for a job's script, what its interpreter,
-    Snakemake's preamble and the imports took before the stage began."""
+    """Seconds since this process started (Linux; None elsewhere): for a job's process, what its interpreter
+    and imports (and a script job's Snakemake preamble) took before the stage began."""
     try:
         started = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
         return float(open("/proc/uptime").read().split()[0]) - started

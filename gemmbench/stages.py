@@ -314,8 +314,8 @@ def measure(config: dict, key: str, mode: str, build_path, validation_out, bench
     or oom are timed again)."""
     process_s = logs.process_age_s()
     if process_s is not None:
-        log.info("%s %s: the job's process started %.2f s before the stage (interpreter, Snakemake's preamble, "
-                 "imports)", key, mode, process_s)
+        log.info("%s %s: the job's process started %.2f s before the stage (interpreter, imports)", key, mode,
+                 process_s)
     variant, built = _variant(config, key), read_json(build_path)
     refused = built.get("prepare_refused") or {}
     checks = _validation_shapes(config, variant, built.get("tuned"))

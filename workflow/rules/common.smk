@@ -1,10 +1,11 @@
 # Plan and helpers shared by every rule: the config is validated here, before any job runs.
+import json
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-# This workflow's gemmbench and kernels, here and in every script job (see first_on_path).
+# This workflow's gemmbench and kernels, here and in every job, run by this interpreter (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
 from gemmbench import config as gemmbench_config, first_on_path, logs, plan, stages, tune as tuning, workloads

@@ -1,5 +1,6 @@
 # Validation and timing of one variant in one mode, in one job and one worker: each sweep shape is timed right after
-# it passed validation, on the same reference; a shape that failed is not timed.
+# it passed validation, on the same reference; a shape that failed is not timed. A shell command, not a script: the
+# serial GPU path starts one such process per variant and mode, and gemmbench.job imports no Snakemake.
 rule measure:
     input:
         build="results/build/{family}/{variant}/{mode}.json",
@@ -14,6 +15,8 @@ rule measure:
     resources:
         gpu=gpus_needed,
     params:
-        config=lambda w: stages.config_for(config, "measure", f"{w.family}/{w.variant}", w.mode),
-    script:
-        "../scripts/measure.py"
+        config=lambda w: json.dumps(stages.config_for(config, "measure", f"{w.family}/{w.variant}", w.mode)),
+    shell:
+        "python -m gemmbench.job measure --config {params.config:q} --log {log:q} "
+        "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --build {input.build:q} "
+        "--validation {output.validation:q} --bench {output.bench:q}"
