@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gemmbench import workloads
+from gemmbench import ROOT, workloads
 from gemmbench.config import ConfigError
 from kernels import registry
 
@@ -117,6 +117,20 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
             if key not in known and key not in families:
                 raise ConfigError(f"{section}: {key!r} is not a registered variant ({sorted(known)})")
     return chosen
+
+
+REFERENCES = ROOT / "reports" / "examples" / "references.yaml"
+
+
+def reference(config: dict, device: str, gpu: str) -> str:
+    """The summary the report compares this run with: the configured one, or with compare_with: auto the committed
+    example of this GPU model (REFERENCES), where there is one; "" for none."""
+    if config["compare_with"] != "auto":
+        return config["compare_with"]
+    import yaml
+
+    path = (yaml.safe_load(REFERENCES.read_text()) or {}).get(gpu) if device == "cuda" and REFERENCES.exists() else None
+    return str(ROOT / path) if path and (ROOT / path).exists() else ""
 
 
 def gpu_slug(config: dict) -> str:

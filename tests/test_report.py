@@ -8,6 +8,7 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -283,6 +284,7 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
                       if not page.get_by_role("heading", name=name, exact=True).is_visible()]
             page_width = page.evaluate("document.documentElement.scrollWidth")
             window_width = page.evaluate("window.innerWidth")
+            boxes = page.evaluate(FITS)
         finally:
             browser.close()
 
@@ -291,6 +293,30 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
     assert len(widths) == len(figures) and all(width > 0 for width in widths), widths
     assert hidden == []
     assert page_width <= window_width, f"the page scrolls sideways: {page_width} px in a {window_width} px window"
+    assert boxes["wider"] == [], "elements wider than their box (only declared scrollers may be)"
+    assert boxes["unstuck"] == [], "a scroller whose first column scrolls out of view"
+
+
+# In the page: every element outside a declared scroller (.scroller) lies within its parent's box; every scroller that
+# does scroll keeps its header row and first column in view (position: sticky).
+FITS = """() => {
+  const wider = [], unstuck = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.parentElement.closest('.scroller')) continue;
+    const r = el.getBoundingClientRect(), p = el.parentElement.getBoundingClientRect();
+    if (r.width > 0 && (r.right > p.right + 1 || r.left < p.left - 1))
+      wider.push(`${el.tagName}.${el.className} ${Math.round(r.width)} px in ${Math.round(p.width)}: ` +
+                 (el.textContent || '').trim().slice(0, 60));
+  }
+  for (const box of document.querySelectorAll('.scroller')) {
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    const cells = [...box.querySelectorAll('tr')].map(row => row.cells[0]).filter(Boolean);
+    const headers = [...box.querySelectorAll('thead th')];
+    if ([...cells, ...headers].some(cell => getComputedStyle(cell).position !== 'sticky'))
+      unstuck.push((box.previousElementSibling || {}).textContent || box.className);
+  }
+  return {wider, unstuck};
+}"""
 
 
 def test_several_gpu_models_are_side_by_side_and_another_run_is_compared(tmp_path):
@@ -302,8 +328,11 @@ def test_several_gpu_models_are_side_by_side_and_another_run_is_compared(tmp_pat
     html = out_html.read_text(encoding="utf-8")
     side = html.split("GPU models side by side")[1].split("</table>")[0]
     assert "NVIDIA H100 80GB HBM3" in side and "NVIDIA H200" in side
-    compared = html.split("Compared with the run before")[1].split("</table>")[0]
+    compared = html.split("Compared with a reference run: the run before")[1].split("</table>")[0]
     assert "0 faster and 2 slower" in compared and "+25.0%" in compared  # the point on each of the two GPUs
+    # where the reference came from, from its own rows
+    source = compared.split("The reference: ")[1].split("</p>")[0]
+    assert "NVIDIA H100 80GB HBM3" in source and "commit" in source
 
 
 def test_numbers_are_written_as_people_write_them():
@@ -327,3 +356,68 @@ def test_the_at_a_glance_table_flags_a_throttled_best(tmp_path):
     html = out_html.read_text()
     glance = html[html.index("At a glance"):html.index("</table>", html.index("NVIDIA H200 · tf32"))]
     assert f"⚠ throttled ({capped['throttle_reasons']})" in glance
+
+
+def test_a_change_within_the_points_noise_is_not_flagged_and_one_beyond_it_is(tmp_path):
+    """The CPU test of the reference comparison: of two points 8% slower than the reference, the one whose samples
+    spread 6% is within its noise (3 × the two runs' combined noise), the one that spreads 0.1% is flagged."""
+    run = _cpu_run()
+    summary = run["summary"].assign(noise=0.001)
+    reference = summary.copy()
+    noisy = (summary["variant"] == "naive") & (summary["n"] == 128) & (summary["mode"] == "fp32")
+    steady = (summary["variant"] == "numpy") & (summary["n"] == 128) & (summary["mode"] == "fp32")
+    summary.loc[noisy, "noise"] = 0.06
+    reference.loc[noisy, "noise"] = 0.06
+    summary.loc[noisy | steady, "median_s"] *= 1.08
+    out_html, _ = _render({**run, "summary": summary}, tmp_path, compared_with=("the reference", reference))
+    compared = out_html.read_text(encoding="utf-8").split("Compared with a reference run: the reference")[1]
+    compared = compared.split("</table>")[0]
+    assert "0 faster and 1 slower" in compared
+    assert "cpu/numpy fp32 128" in compared and "cpu/naive fp32 128" not in compared
+
+
+def test_the_spread_shown_is_the_samples_noise_not_the_medians_interval():
+    """nvbench's Noise: the samples' relative standard deviation, which the report puts beside a number."""
+    from gemmbench.present.report import _spread
+    from gemmbench.present.tables import noise
+
+    samples = [1.0, 1.02, 0.98, 1.01, 0.99]
+    assert noise(samples) == pytest.approx(pd.Series(samples).std() / pd.Series(samples).mean())
+    assert pd.isna(noise([1.0]))
+    row = pd.DataFrame([{"noise": noise(samples), "median_ci_rel": 0.0001, "converged": True,
+                         "thin_median": False}]).iloc[0]
+    assert _spread(row) == "noise 1.6%"
+
+
+def test_each_rung_keeps_one_colour_and_marker_and_no_two_rungs_share_them():
+    """Twenty rungs of one family (tab10 would repeat after ten): every (colour, marker) pair differs, and the
+    mapping depends only on the series, so every figure of a report draws a rung alike."""
+    from gemmbench.present.plots import variant_styles
+
+    ladder = pd.DataFrame({"family": "cupy", "series": [f"cupy/{i:02d}_rung" for i in range(1, 21)]})
+    styles = variant_styles(ladder, ladder.iloc[::-1])
+    assert len(styles) == 20
+    assert len({colour for colour, _ in styles.values()}) == 20
+    assert variant_styles(ladder.sample(frac=1, random_state=1)) == styles
+
+
+def test_one_slow_point_is_called_out_not_allowed_to_stretch_the_axis():
+    from gemmbench.present.plots import LOG_SPAN, _fit_log_axis
+
+    fig, ax = plt.subplots()
+    ax.plot([256, 512, 1024], [5e-5, 20.0, 40.0])
+    _fit_log_axis(ax)
+    low, high = ax.get_ylim()
+    assert high / low < LOG_SPAN * 3
+    assert any("1 point below the axis" in text.get_text() for text in ax.texts)
+    plt.close(fig)
+
+
+def test_a_gpu_models_report_is_compared_with_its_committed_example_by_default():
+    from gemmbench import plan
+
+    auto = {"compare_with": "auto"}
+    assert plan.reference(auto, "cuda", "nvidia-h100-80gb-hbm3") == str(ROOT / "reports/examples/h100/summary.csv")
+    assert plan.reference(auto, "cuda", "nvidia-a100-sxm4-80gb") == ""  # no example of that model
+    assert plan.reference(auto, "cpu", "cpu") == ""
+    assert plan.reference({"compare_with": "mine.csv"}, "cuda", "nvidia-h200") == "mine.csv"

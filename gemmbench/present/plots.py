@@ -18,6 +18,35 @@ from gemmbench.present import views
 from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
 from gemmbench.present.tables import per_workload
 
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+
+
+def variant_styles(*frames: pd.DataFrame) -> dict[str, tuple]:
+    """A colour and a marker per series (family/variant), the same in every figure of a report: a family's variants,
+    in ladder (file) order, get colours spread over the whole hue circle where they are more than ten (tab10 repeats
+    after ten), so that no two rungs of one ladder share a colour, and a marker each as well."""
+    frames = [f[["family", "series"]] for f in frames if not f.empty and "series" in f]
+    series = pd.concat(frames).drop_duplicates() if frames else pd.DataFrame(columns=["family", "series"])
+    styles = {}
+    for _, rows in series.groupby("family"):
+        names = sorted(rows["series"])
+        if len(names) <= 10:
+            colours = sns.color_palette("tab10", len(names))
+        else:  # hues stepped around the circle by a stride prime to their count: neighbouring rungs far apart
+            hues = sns.color_palette("husl", len(names))
+            stride = next(k for k in range(len(names) // 3, len(names)) if math.gcd(k, len(names)) == 1)
+            colours = [hues[(i * stride) % len(names)] for i in range(len(names))]
+        styles.update({name: (colour, MARKERS[i % len(MARKERS)])
+                       for i, (name, colour) in enumerate(zip(names, colours))})
+    return styles
+
+
+STYLES: dict[str, tuple] = {}  # this report's variant_styles, set by plot_all for the figures it draws
+
+
+def _style(series: str) -> tuple:
+    return STYLES.get(series) or (sns.color_palette("tab10")[hash(series) % 10], "o")
+
 
 def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
              outdir: Path, names=views.get("gemm").figures) -> dict[str, Path]:
@@ -28,6 +57,8 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
     ok = _with_labels(summary[summary["status"] == "ok"].dropna(subset=["tflops"])
                       if not summary.empty else summary)
     checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
+    STYLES.clear()
+    STYLES.update(variant_styles(_with_labels(summary), checked))
     drawn = {
         "tflops_vs_size": lambda ok, checked: _tflops_vs_size(ok),
         "pct_of_baseline": lambda ok, checked: _pct_of_baseline(ok),
@@ -78,33 +109,51 @@ MODE_LINES = {"fp32": "-", "tf32": "--", "bf16": ":"}  # a family's modes told a
 
 
 def _family_grid(df: pd.DataFrame, draw, title: str, ylabel: str, xlabel: str = "size (n, or (m·n·k)^⅓)",
-                 columns: int = 3, log: bool = False, sharey: bool = True) -> plt.Figure:
-    """One panel per family (the baseline's first), so that no panel holds more series than a reader can tell apart;
-    `draw(ax, rows)` fills a panel with the family's rows and labels what it drew; each panel gets its own legend,
-    above the data. `log`: a log y axis; with sharey=False each panel decides, where its values span a wide range."""
+                 log: bool = False) -> plt.Figure:
+    """One panel per family, one under another (the baseline's first), so that no panel holds more series than a
+    reader can tell apart; `draw(ax, rows)` fills a panel with the family's rows and labels what it drew. Each panel's
+    legend sits to its right, outside the data, and each panel's y axis fits its own values (`log`: a log axis where
+    they span a wide range), so that one slow point of one family does not squeeze the others."""
     families = baseline_first(df)
-    columns = min(columns, len(families))
-    rows = math.ceil(len(families) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False, sharey=sharey)
-    for ax, family in zip(axes.flat, families):
-        draw(ax, df[df["family"] == family])
+    fig, axes = plt.subplots(len(families), 1, figsize=(10.5, 2.9 * len(families)), squeeze=False)
+    for ax, family in zip(axes[:, 0], families):
+        rows = df[df["family"] == family]
+        draw(ax, rows)
         log2_size_axis(ax, df["size"])
-        ax.set_title(family)
-        ax.legend(fontsize=6.5, loc="upper left", ncol=2, frameon=False)
-    for ax in axes.flat[:1] if sharey else axes.flat[:len(families)]:
-        if log:
-            ax.set_yscale("log")
-        low, high = ax.get_ylim()
-        ax.set_ylim(top=high * (high / low) ** 0.35 if ax.get_yscale() == "log" else high + 0.5 * (high - low))
-    for ax in axes.flat[len(families):]:
-        ax.axis("off")
-    for ax in axes[:, 0]:
+        ax.set_title(family, loc="left", fontsize=10)
         ax.set_ylabel(ylabel)
-    for ax in axes[-1]:
-        ax.set_xlabel(xlabel)
-    fig.suptitle(title, y=1.01)
+        ax.grid(True, which="major", color="0.92", linewidth=0.8)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                  ncol=2 if len(labels) > 12 else 1, borderaxespad=0)
+    for ax in axes[:, 0]:
+        if log and not ax.get_yscale() == "log":
+            _fit_log_axis(ax)
+    axes[-1, 0].set_xlabel(xlabel)
+    fig.suptitle(title, x=0.02, ha="left", y=1.0)
     fig.tight_layout()
     return fig
+
+
+LOG_SPAN = 1e4  # a log axis shows at most four decades below its highest value; points under it are named instead
+
+
+def _fit_log_axis(ax: plt.Axes, values=None) -> None:
+    """A log y axis over the panel's own points (`values`, else its lines'), at most LOG_SPAN deep: a point far below
+    the rest (a CPU kernel at 5e-5 TFLOP/s) is written under the axis, not allowed to stretch it."""
+    if values is None:
+        values = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()] or [[]])
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    ax.set_yscale("log")
+    if not values.size:
+        return
+    low = max(values.min(), values.max() / LOG_SPAN)
+    ax.set_ylim(low / 1.6, values.max() * 1.6)
+    below = values[values < low / 1.6]
+    if below.size:
+        ax.annotate(f"{below.size} point{'s' if below.size > 1 else ''} below the axis (lowest {below.min():.2g})",
+                    (0.01, 0.02), xycoords="axes fraction", fontsize=8, color="tab:red")
 
 
 def baseline_first(df: pd.DataFrame) -> list[str]:
@@ -114,13 +163,18 @@ def baseline_first(df: pd.DataFrame) -> list[str]:
 
 
 def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
-    """One line per variant (colour) and mode (line style), labelled without the family's name."""
+    """One line per variant (its colour and marker, the same in every figure) and mode (line style); the legend
+    names each variant once, without the family's name, and each line style once."""
     modes = modes_in(rows)
-    for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
-        for mode, line in points.groupby("mode"):
+    for series, points in rows.groupby("series"):
+        colour, marker = _style(series)
+        for index, (mode, line) in enumerate(points.groupby("mode")):
             line = line.sort_values("size")
-            ax.plot(line["size"], line[y], color=colour, linestyle=MODE_LINES.get(mode, ":"), marker="o",
-                    markersize=3.5, label=series.split("/", 1)[1] + (f" {mode}" if len(modes) > 1 else ""))
+            ax.plot(line["size"], line[y], color=colour, linestyle=MODE_LINES.get(mode, ":"), marker=marker,
+                    markersize=4, linewidth=1.3, label=series.split("/", 1)[1] if index == 0 else "_" + series)
+    if len(modes) > 1:
+        for mode in modes:
+            ax.plot([], [], color="0.3", linestyle=MODE_LINES.get(mode, ":"), label=f"— {mode}")
 
 
 def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
@@ -132,8 +186,8 @@ def _tflops_vs_size(ok: pd.DataFrame) -> plt.Figure:
         if not (rows["role"] == "baseline").any():  # the baseline, faint, in every other panel
             for (series, mode), line in baseline[baseline["mode"].isin(rows["mode"])].groupby(["series", "mode"]):
                 line = line.groupby("size")["tflops"].max()
-                ax.plot(line.index, line.values, color="0.6", linestyle=MODE_LINES.get(mode, ":"), linewidth=1,
-                        label=f"{series} {mode}")
+                ax.plot(line.index, line.values, color="0.65", linestyle=MODE_LINES.get(mode, ":"), linewidth=1,
+                        label=f"{series} {mode}" if mode == modes_in(rows)[0] else "_baseline")
         _variant_lines(ax, rows, "tflops")
 
     return _family_grid(ok, draw, "Achieved TFLOP/s vs size, per family", "TFLOP/s", log=_wide(ok["tflops"]))
@@ -150,12 +204,11 @@ def _pct_of_baseline(ok: pd.DataFrame) -> plt.Figure:
         ax.axhline(100, color="black", linestyle="--", linewidth=1, label="the baseline")
         _variant_lines(ax, rows, "pct_of_baseline")
         if _wide(rows["pct_of_baseline"]):
-            ax.set_yscale("log")
+            _fit_log_axis(ax)
         else:
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, max(110, rows["pct_of_baseline"].max() * 1.05))
 
-    return _family_grid(compared, draw, "Speed relative to cuBLAS (same GPU, shape, mode), per family", "% of cuBLAS",
-                        sharey=False)
+    return _family_grid(compared, draw, "Speed relative to cuBLAS (same GPU, shape, mode), per family", "% of cuBLAS")
 
 
 def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
@@ -202,20 +255,27 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     # coloured by family: where each way of writing a GEMM sits under the ceilings (its variants: the other figures)
     grid = sns.relplot(data=ok, x="intensity", y="tflops", hue="family",
                        hue_order=baseline_first(ok), col="mode",
-                       col_order=modes_in(ok), kind="scatter", height=3.8, aspect=1.25)
+                       col_order=modes_in(ok), kind="scatter", height=3.8, aspect=1.25, facet_kws={"sharey": False})
     grid.set(xscale="log", yscale="log")
     grid.set_titles("{col_name}")
     grid.set_axis_labels("arithmetic intensity (FLOP/byte, minimum traffic)", "TFLOP/s")
-    intensities = np.geomspace(ok["intensity"].min() / 2, ok["intensity"].max() * 2, 64)
+    models = {d["gpu_uuid"]: d.get("gpu") for d in devices}
     devices = list({d["gpu"]: d for d in devices}.values())  # one set of ceilings per model
     named = len(devices) > 1  # name the device on each ceiling only when there are several
     for mode, ax in grid.axes_dict.items():
+        panel = ok[ok["mode"] == mode]
+        # a device's ceilings only in the panels that hold its points, over the intensities of those points
+        here = set(panel["gpu_uuid"].map(models))
         # 1-2-5 ticks label ranges narrower than a decade; the default labelled minor ticks collide
         ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))
         ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:g}"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         hue_entries = len(ax.get_lines())
         for device, linestyle in zip(devices, itertools.cycle(["-", "--", "-.", ":"])):
+            own = panel[panel["gpu_uuid"].map(models) == device.get("gpu")]
+            if device.get("gpu") not in here or own.empty:
+                continue
+            intensities = np.geomspace(own["intensity"].min() / 2, own["intensity"].max() * 2, 64)
             suffix = f" ({device.get('gpu', '?')})" if named else ""
             peak = _finite((device.get("peak_tflops") or {}).get(mode))
             bandwidth = _finite(device.get("copy_bandwidth_gbps"))
@@ -228,7 +288,8 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
                     memory_bound = np.minimum(memory_bound, peak)
                 ax.plot(intensities, memory_bound, color="grey", linestyle=linestyle, linewidth=1,
                         label=f"copy bandwidth {bandwidth:.0f} GB/s{suffix}")
-        best = ok.loc[ok["mode"] == mode, "tflops"].max()
+        _fit_log_axis(ax, panel["tflops"])
+        best = panel["tflops"].max()
         ax.axhline(best, color="tab:red", linewidth=1.5, alpha=0.7,
                    label=f"measured compute ceiling {readable(best)} TFLOP/s")
         # the ceilings get a legend under each panel; the families already have the figure's legend
@@ -248,9 +309,10 @@ def _validation_error(checked: pd.DataFrame) -> plt.Figure:
 
     def draw(ax, rows):
         modes = modes_in(rows)
-        for colour, (series, points) in zip(itertools.cycle(sns.color_palette("tab10")), rows.groupby("series")):
+        for series, points in rows.groupby("series"):
+            colour, marker = _style(series)
             for (mode, passed), group in points.groupby(["mode", points["status"] == "ok"]):
-                ax.scatter(group["size"], group["rel_error"], s=28, color=colour, marker="o" if passed else "X",
+                ax.scatter(group["size"], group["rel_error"], s=28, color=colour, marker=marker if passed else "X",
                            facecolors=colour if mode == modes[0] else "none",
                            label=series.split("/", 1)[1] + (f" {mode}" if len(modes) > 1 else "")
                            + ("" if passed else " (fail)"))

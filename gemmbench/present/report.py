@@ -21,7 +21,7 @@ from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 TEMPLATE = Path(__file__).resolve().parents[2] / "workflow/report/report.html.j2"
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "median_ci_rel",
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "noise",
                    "speedup_vs_baseline", "speedup_vs_unfused_best", "failures_before", "failure_history",
                    "timing_gate", "slower_than_tuning", "tuning"]
 
@@ -40,6 +40,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
+        provenance=provenance(summary, devices),
         glance=_at_a_glance(summary, devices),
         glance_speedups=_at_a_glance_speedups(summary) if "workload" in summary else [],
         side_by_side=_side_by_side(summary),
@@ -63,12 +64,44 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                                    [*NON_OK_COLUMNS[:-2], "timing_gate"]]),
         skipped=_skipped(summary, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
         builds=_table(_readable_builds(builds)),
+        build_summary=_table(_build_summary(builds)),
         devices=[{"name": _device_name(device), "facts": _flatten(_readable_device(device))} for device in devices],
         methodology=_flatten(methodology),
         downloads=[{"name": "summary.csv", "uri": _data_uri(summary_csv, "text/csv")},
                    *_samples_downloads(Path(samples_csv))],
     )
     Path(out_html).write_text(html, encoding="utf-8")
+
+
+COMPILERS = {"nvrtc": "NVRTC (CuPy)", "nvidia-cuda-nvrtc": "NVRTC wheel", "nvvm": "NVVM", "numba": "Numba",
+             "cupy-cuda13x": "CuPy", "cupy-cuda12x": "CuPy", "apache-tvm": "TVM", "cublas": "cuBLAS"}
+
+
+def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
+    """The lines under the title: each device with its driver, the compilers and libraries that made the numbers,
+    and the commit and sources that ran; a summary from before a column was kept leaves that part out."""
+    lines = []
+    for device in devices:
+        facts = _readable_device(device)
+        if device.get("device") == "cuda":
+            cuda = f", CUDA {facts['cuda_driver']}" if facts.get("cuda_driver") else ""
+            lines.append(f"{device.get('gpu', '')} ({str(device.get('gpu_uuid', ''))[:12]}), driver "
+                         f"{device.get('driver', '?')}{cuda}")
+        else:
+            lines.append(_device_name(device))
+    versions = next((d.get("versions") for d in devices if d.get("device") == "cuda" and d.get("versions")), None) \
+        or next((d.get("versions") for d in devices if d.get("versions")), {})
+    versions = _readable_device({"versions": versions})["versions"]
+    compilers = [f"{name} {versions[key]}" for key, name in COMPILERS.items() if versions.get(key)]
+    if compilers:
+        lines.append("Compilers and libraries: " + ", ".join(compilers))
+    if "git_commit" in summary and summary["git_commit"].notna().any():
+        commits = summary["git_commit"].dropna().astype(str).str[:7].unique()
+        edited = "git_dirty" in summary and summary["git_dirty"].fillna(False).astype(bool).any()
+        sources = summary["source_digest"].dropna().nunique() if "source_digest" in summary else 0
+        digests = f"; {sources} source digests (the harness and each variant's files, per row)" if sources else ""
+        lines.append(f"Commit {', '.join(commits)}{' with edits' if edited else ''}{digests}")
+    return lines
 
 
 def _drawn(summary: pd.DataFrame, name: str) -> str:
@@ -193,6 +226,27 @@ def _readable_builds(builds: pd.DataFrame) -> pd.DataFrame:
         lambda column: column.map(_short) if not pd.api.types.is_numeric_dtype(column) else column)
 
 
+# The build facts a reader compares along a ladder, as (column, header); a family that does not report one leaves it
+# empty, and a column no build has is left out.
+BUILD_FACTS = [("registers", "registers"), ("local_bytes", "spills (local bytes)"), ("shared_bytes", "shared bytes"),
+               ("threads", "threads"), ("sass_ffma", "FFMA"), ("sass_hmma", "HMMA"), ("sass_hgmma", "HGMMA"),
+               ("sass_lds128", "LDS.128"), ("sass_lds64", "LDS.64"), ("sass_lds32", "LDS.32"),
+               ("sass_hot_loop_ffma_share", "FFMA share of hot loop"), ("compile_s", "compile (s)")]
+
+
+def _build_summary(builds: pd.DataFrame) -> pd.DataFrame:
+    """One line per build with the facts of BUILD_FACTS, named "family/variant mode"."""
+    if builds.empty:
+        return pd.DataFrame()
+    facts = [(column, header) for column, header in BUILD_FACTS if column in builds and builds[column].notna().any()]
+    table = pd.DataFrame({"build": builds["family"] + "/" + builds["variant"] + " " + builds["mode"],
+                          "status": builds["status"]})
+    for column, header in facts:
+        values = pd.to_numeric(builds[column], errors="coerce")
+        table[header] = values.round(2) if column.endswith(("_s", "_share")) else values
+    return table.sort_values("build").reset_index(drop=True)
+
+
 def _skipped(frame: pd.DataFrame, label) -> list[dict]:
     """The skipped rows of `frame` grouped by their reason, each named once by `label(row)`."""
     skipped = frame[frame["status"] == "skipped"]
@@ -200,7 +254,7 @@ def _skipped(frame: pd.DataFrame, label) -> list[dict]:
             for reason, group in skipped.groupby("message", sort=True)]
 
 
-NOISY_CI = 0.05  # a median whose CI half-width exceeds 5% is marked noisy (CPU timings, mostly)
+NOISY = 0.05  # a point whose samples spread more than 5% is marked noisy (CPU timings, mostly)
 
 
 def _throttled(r) -> str:
@@ -211,18 +265,20 @@ def _throttled(r) -> str:
     return reasons if isinstance(reasons, str) and reasons else "clock dropped"
 
 
-def _precision(r) -> str:
-    """What a median is worth, in the summary's words: its CI, and marks on thin, unconverged and noisy medians."""
-    ci = getattr(r, "median_ci_rel", None)
-    if ci is None or pd.isna(ci):
+def _spread(r) -> str:
+    """How much a point's launches vary, as nvbench reports it (noise: the samples' relative standard deviation),
+    with marks on thin, unconverged and noisy points. The median's confidence interval, far narrower, is a sampling
+    detail left to the methodology and the tables."""
+    noise = pd.to_numeric(getattr(r, "noise", None), errors="coerce")
+    if pd.isna(noise):
         return ""
-    marks = [f"±{100 * ci:.2g}%"]
+    marks = [f"noise {100 * noise:.2g}%"]
     converged = getattr(r, "converged", None)
     if _flagged(getattr(r, "thin_median", None)):
         marks.append("thin median (budget cut it short)")
     elif converged is not None and not pd.isna(converged) and not converged:
         marks.append("precision target not met")
-    if ci > NOISY_CI:
+    if noise > NOISY:
         marks.append("noisy")
     return " · ".join(marks)
 
@@ -246,7 +302,7 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
                  "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
                  "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
-                 "precision": _precision(r), "throttled": _throttled(r)} for r in best.itertuples()]
+                 "spread": _spread(r), "throttled": _throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": _answer(best, mode, size), "rows": rows})
     return blocks
@@ -299,23 +355,49 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
 
 
 def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
-    """This run against another (`name`, its summary): the points both measured, the noise band (the median
-    |difference|), and the points beyond max(3 × that band, 2%), faster or slower."""
+    """This run against a reference run (`name`, its summary): where the reference came from (GPU, commit,
+    toolchain), the points both measured, the run-to-run band (the median |difference|), and each point that moved
+    beyond its noise: more than max(2%, 3 × the band, 3 × the two runs' combined noise at that point)."""
 
     both = tables.compare(other, summary, min_size=0)
+    source = _reference_source(other)
     if both.empty:
-        return {"name": name, "text": "The two runs have no successfully measured point in common.", "rows": []}
+        return {"name": name, "source": source, "rows": [],
+                "text": "The two runs have no successfully measured point in common."}
     band = float(both["diff_pct"].abs().median())
-    limit = max(3 * band, 2.0)
-    beyond = both[both["diff_pct"].abs() > limit].sort_values("diff_pct")
+    noise = 100 * pd.concat([pd.to_numeric(both.get(f"noise_{side}"), errors="coerce")
+                             for side in "ab"], axis=1).pow(2).sum(axis=1, min_count=1).pow(0.5)
+    limit = noise.mul(3).fillna(0).clip(lower=max(3 * band, 2.0))
+    beyond = both.assign(limit=limit)[both["diff_pct"].abs() > limit].sort_values("diff_pct")
     faster, slower = int((beyond["diff_pct"] < 0).sum()), int((beyond["diff_pct"] > 0).sum())
-    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the noise band), largest "
-            f"{both['diff_pct'].abs().max():.2f}%. Beyond {limit:.2g}%: {faster} faster and {slower} slower in this "
-            f"run.")
+    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the run-to-run band), largest "
+            f"{both['diff_pct'].abs().max():.2f}%. Beyond their noise (at least {max(3 * band, 2.0):.2g}%): "
+            f"{faster} faster and {slower} slower in this run.")
     rows = [{"point": f"{r.family}/{r.variant} {r.mode} {shape_text(r)} · {r.gpu}",
              "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
-             "diff": f"{r.diff_pct:+.1f}%"} for r in beyond.itertuples()]
-    return {"name": name, "text": text, "rows": rows}
+             "diff": f"{r.diff_pct:+.1f}%", "limit": f"±{r.limit:.2g}%",
+             "throttled": " / ".join(w for w, flag in (("before", r.throttled_a), ("now", r.throttled_b))
+                                     if _flagged(flag))} for r in beyond.itertuples()]
+    return {"name": name, "source": source, "text": text, "rows": rows}
+
+
+def _reference_source(other: pd.DataFrame) -> str:
+    """Which GPU, commit and compilers a reference summary came from, from its own rows (its GPU rows, where it has
+    any)."""
+    if "device" in other and other["device"].eq("cuda").any():
+        other = other[other["device"] == "cuda"]
+
+    def values(column, width=None):
+        found = other[column].dropna().astype(str) if column in other else pd.Series(dtype=str)
+        return ", ".join(sorted({v[:width] if width else v for v in found})) or "?"
+    toolchains = other["toolchain"].dropna() if "toolchain" in other else pd.Series(dtype=str)
+    versions = dict(item.split("=", 1) for item in (toolchains.iloc[0].split() if len(toolchains) else [])
+                    if "=" in item)
+    if str(versions.get("cublas", "")).isdigit():
+        versions["cublas"] = _library_version(versions["cublas"])
+    compilers = ", ".join(f"{name} {versions[key]}" for key, name in COMPILERS.items() if versions.get(key))
+    return (f"{values('gpu')} ({values('gpu_uuid', 12)}), driver {values('driver')}, commit "
+            f"{values('git_commit', 7)}" + (f"; {compilers}" if compilers else ""))
 
 
 def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
@@ -373,7 +455,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
                                 "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
                                 "clock": _window_clock(r),
                                 "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
-                                "precision": _precision(r),
+                                "spread": _spread(r),
                                 "throttled": _throttled(r)}
                      for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
@@ -391,7 +473,8 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
         sizes = sorted(group["m"].astype(int).unique())
         table = {}
         for r in group.sort_values("variant").itertuples():
-            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}"}
+            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}",
+                                                         "throttled": _throttled(r)}
         tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
                        "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
     return tables
@@ -445,6 +528,10 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
                     f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
                     f"{timing['min_samples']})",
+        "Spread": "beside each number, its noise: the relative standard deviation of its samples (as nvbench reports "
+                  "it), how much one launch varies; two runs of one GPU differ by more (the comparison with a "
+                  "reference run shows that band); the median's 95% confidence interval (median_ci_rel in the tables) "
+                  "only decides when sampling stops",
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
                  f"region)",
         "What was timed": "every timed launch is accounted for, outside the timed region: before each sample the "

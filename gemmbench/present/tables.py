@@ -61,8 +61,25 @@ def per_workload(frame: pd.DataFrame, evaluate) -> pd.Series:
     return values
 
 
+def noise(samples) -> float:
+    """A point's noise as nvbench reports it: the relative standard deviation of its samples (nan under two)."""
+    x = np.asarray([] if samples is None else samples, dtype=float)
+    return float(x.std(ddof=1) / x.mean()) if x.size >= 2 and x.mean() > 0 else np.nan
+
+
+def with_noise(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """A summary from before its noise column, given it from the run's samples table (the device timer's)."""
+    if "noise" in summary and summary["noise"].notna().any() or samples.empty:
+        return summary
+    keys = ["gpu_uuid", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
+    device = samples[samples["timer"] == "device"].astype({c: "Int64" for c in SHAPE_COLUMNS})
+    found = device.groupby(keys, dropna=False)["seconds"].agg(lambda x: noise(x.to_numpy())).rename("noise")
+    return summary.drop(columns=["noise"], errors="ignore").merge(found.reset_index(), on=keys, how="left")
+
+
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
-    frame = _frame([{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS} for r in bench_rows], "summary")
+    frame = _frame([{**{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS},
+                     "noise": noise(r.get("sample_device_s"))} for r in bench_rows], "summary")
     frame["flops"] = per_workload(frame, lambda workload, sizes, mode: workload.flops(sizes))
     frame["min_bytes"] = per_workload(frame, lambda workload, sizes, mode: workload.min_bytes(sizes, mode))
     ok = frame.status == "ok"
@@ -176,8 +193,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFr
     point's sizes at least `min_size`), with diff_pct = how much longer b's median device time is, and same_gpu
     (both on one GPU, by UUID)."""
     def ok_points(frame):
-        columns = COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons"]
-        return frame.query("status == 'ok'")[columns]
+        columns = COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons", "throttled", "noise"]
+        return frame.query("status == 'ok'").reindex(columns=columns)
 
     both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
     both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= min_size]

@@ -31,6 +31,7 @@ try:
     DEVICE, DEVICE_REASON = plan.resolve_device(config["device"])
     VARIANTS = {v.key: v for v in plan.variants(config, DEVICE)}
     GPU = plan.gpu_slug(config) if DEVICE == "cuda" else "cpu"  # names the tuning results
+    config["compare_with"] = plan.reference(config, DEVICE, GPU)  # the report's reference run ("" for none)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
