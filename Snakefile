@@ -17,6 +17,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/tune.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/measure.smk"
+include: "workflow/rules/profile.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

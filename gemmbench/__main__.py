@@ -134,7 +134,7 @@ def cmd_compare(args) -> int:
 
 def cmd_report(args) -> int:
     """Render the report again from a folder of tables (results/tables, or an example under reports/examples/):
-    summary.csv, validation.csv, devices.json, and builds.csv, samples.parquet or .csv where present."""
+    summary.csv, validation.csv, devices.json, and builds.csv, samples.parquet or .csv, profile.csv where present."""
     import json
 
     import pandas as pd
@@ -159,7 +159,8 @@ def cmd_report(args) -> int:
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
                       methodology=report_methodology(cfg, devices),
-                      compared_with=(args.compare, tables.read(args.compare)) if args.compare else None)
+                      compared_with=(args.compare, tables.read(args.compare)) if args.compare else None,
+                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None)
     print(f"wrote {args.out}")
     return 0
 

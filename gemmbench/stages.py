@@ -4,8 +4,12 @@ Each stage writes one JSON file whose rows cover every planned point, whatever h
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +20,7 @@ from gemmbench.files import read_json, write_json
 from gemmbench.measure import backend as backends
 from gemmbench.measure import provenance
 from gemmbench.run import gpus
-from gemmbench.run.supervise import run_task
+from gemmbench.run.supervise import artifact_caches, run_task
 from gemmbench.run.task import Point, Task, not_timed
 from kernels import registry
 
@@ -32,6 +36,7 @@ READS = {
     "tune": (*_RUNS, "tune", "seed"),
     "build": (*_RUNS, "max_size", "sweep", "listed"),
     "measure": (*_RUNS, "max_size", "seed", "sweep", "listed"),
+    "profile": (*_RUNS, "max_size", "seed", "sweep", "profile"),
 }
 
 
@@ -282,13 +287,120 @@ def build(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
                    if row and row["status"] == "rejected"}  # the build does not compile these again
         prepare = [sizes for sizes in prepare if label(sizes) not in refused]
     task = _task("build", config, variant, mode, [Point({}, 0)], classes, prepare if variant.prepare else [], refused)
-    row = run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0]
+    row = _as_tuned(task, run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0],
+                    record, config["timing"]["point_timeout_s"])
     row = {"family": variant.family, "variant": variant.name, "mode": mode,
            "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT)),
            "tuning": _tuning_source(record),
            **({"tuned_median_s": measured, "tuned_on": record.get("gpu")} if measured else {})}
     write_json(out, row)
     return row
+
+
+REBUILDS = 2  # compiles again, each into a fresh cache, of a build whose tuned kernel came out unlike the one timed
+
+
+def _tuned_registers(record: dict) -> dict:
+    """Per size class, the registers of the kernel its tuning timed (the winning trial's), where the record has them."""
+    timed = {(t["size"], json.dumps(t["params"], sort_keys=True)): t.get("registers")
+             for t in record.get("trials", []) if "size" in t}
+    found = {size: timed.get((int(size), json.dumps(c["params"], sort_keys=True)))
+             for size, c in record.get("classes", {}).items()}
+    return {size: registers for size, registers in found.items() if registers is not None}
+
+
+def _unlike(row: dict, tuned: dict) -> dict:
+    """The classes whose built kernel has other registers than its tuning's: {size: (built, tuned)}."""
+    built = row.get("classes") or {}
+    return {size: (built[size].get("registers"), registers) for size, registers in tuned.items()
+            if built.get(size, {}).get("registers") not in (None, registers)}
+
+
+def _as_tuned(task: Task, row: dict, record: dict, timeout_s: float) -> dict:
+    """The build row, its kernels the ones its tuning timed: a compiler whose output varies from run to run (NVRTC
+    13.5 now and then allocates another set of registers; kernels/generated.py) can cache an odd kernel, which every
+    later job would load and time. Where a tuned class's kernel has other registers than the winning trial's, the
+    build compiles again into a fresh cache (up to REBUILDS times), and the first that matches replaces the odd
+    kernels in the run's caches; where none does, the row says so and the kernels stay as compiled."""
+    tuned = _tuned_registers(record)
+    unlike = _unlike(row, tuned) if row.get("status") == "ok" else {}
+    for attempt in range(REBUILDS):
+        if not unlike:
+            break
+        log.warning("%s %s: the compiler made kernels unlike the ones its tuning timed (registers per class, built "
+                    "vs tuned: %s); compiling again into a fresh cache (%d of %d)", task.variant, task.mode, unlike,
+                    attempt + 1, REBUILDS)
+        with tempfile.TemporaryDirectory(prefix="rebuild-", dir=task.cache_dir) as fresh:
+            again = run_task(dataclasses.replace(task, cache_dir=fresh), timeout_s,
+                             lambda i: f"build {task.variant} {task.mode} again")[0][0]
+            if again.get("status") == "ok" and not _unlike(again, tuned):
+                for cache in artifact_caches(fresh).values():  # the matching kernels replace the odd ones
+                    _replace_differing(Path(cache), Path(task.cache_dir) / Path(cache).name)
+                log.info("%s %s: compiled again, its kernels match its tuning's", task.variant, task.mode)
+                return {**again, "message": f"{again['message']}; compiled again: the first compile's kernels had "
+                                            f"other registers than its tuning's ({unlike})"}
+    if unlike:
+        row = {**row, "message": f"{row['message']}; registers per class, built vs tuned: {unlike} (the compiler's "
+                                 f"output varies; {REBUILDS} more compiles made none like the tuning's)"}
+    return row
+
+
+def _replace_differing(source: Path, target: Path) -> None:
+    """Each file under `source` that `target` lacks or holds otherwise, written there atomically (a job loading a
+    kernel from the cache meanwhile reads the old file or the new one, never a part)."""
+    for path in (p for p in source.rglob("*") if p.is_file()) if source.is_dir() else ():
+        there = target / path.relative_to(source)
+        if not there.exists() or there.read_bytes() != path.read_bytes():
+            there.parent.mkdir(parents=True, exist_ok=True)
+            partial = there.with_name(f".{there.name}.{os.getpid()}")
+            shutil.copyfile(path, partial)
+            os.replace(partial, there)
+
+
+def profile(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
+    """Nsight Compute's counters (measure/profile.py) of one launch of the variant at each profiled sweep shape, on the
+    kernels its build compiled, fresh inputs and the bench's stream: one row per kernel the launch ran, or one row
+    per shape that says why it has none (ncu missing or not permitted, a shape the variant does not run, a failure).
+    The profiler's raw CSV is kept beside `out`, one file per shape."""
+    from gemmbench.measure import profile as counters
+
+    variant, built = _variant(config, key), read_json(build_path)
+    sizes = set(config["profile"]["sizes"])
+    shapes = [s for s in plan.sweep_shapes(config, variant.workload) if next(iter(s.sizes.values())) in sizes]
+    ncu = shutil.which(config["profile"]["ncu"])
+    raw_dir = Path(out).with_suffix("")
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for shape in shapes:
+        base = {**_base_row(config, variant, mode, shape), "size": next(iter(shape.sizes.values()))}
+        why = plan.skip_reason(config, variant, shape) or (
+            None if ncu else f"Nsight Compute not found: no {config['profile']['ncu']!r} on PATH (config profile.ncu)")
+        if built.get("status") != "ok":
+            why = f"not built: {built.get('message', '')}"[:300]
+        if why:
+            rows.append({**base, "status": "skipped", "message": why})
+            continue
+        raw = raw_dir / f"{shape.label}.csv"
+        task = dataclasses.replace(_task("profile", config, variant, mode, [Point(shape.sizes, base["seed"])],
+                                         built.get("tuned")), wrap=counters.command(ncu, str(raw)))
+        start = time.perf_counter()
+        done, device = run_task(task, config["timing"]["point_timeout_s"],
+                                lambda i: f"profile {key} {mode} {shape.label}")
+        ran, base = done[0], {**base, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {})}
+        text = raw.read_text(errors="replace") if raw.exists() else ""
+        kernels = counters.parse(text) if ran["status"] == "ok" else []
+        if not kernels:
+            restricted = counters.RESTRICTED in text
+            status = "skipped" if restricted else ("error" if ran["status"] == "ok" else ran["status"])
+            message = ("the GPU's performance counters are not permitted to this user (ncu: ERR_NVGPUCTRPERM)"
+                       if restricted else ran["message"] if ran["status"] != "ok" else "ncu profiled no kernel")
+            rows.append({**base, "status": status, "message": message})
+            continue
+        log.info("%s %s %s: %d kernel(s) profiled in %.1f s", key, mode, shape.label, len(kernels),
+                 time.perf_counter() - start)
+        rows += [{**base, "status": "ok", "message": "", "params": ran.get("params"), **kernel} for kernel in kernels]
+    write_json(out, {"rows": rows})
+    return rows
 
 
 def _tuning_source(record: dict) -> str:
@@ -467,7 +579,9 @@ def _tables(tables_dir) -> dict:
 
     tables_dir = Path(tables_dir)
     frames = {name: pd.read_parquet(tables_dir / f"{name}.parquet") for name in ("summary", "validation", "builds")}
-    return {**frames, "devices": read_json(tables_dir / "devices.json")}
+    profiled = tables_dir / "profile.parquet"  # written by the profile stage, where it ran
+    return {**frames, "devices": read_json(tables_dir / "devices.json"),
+            "profile": pd.read_parquet(profiled) if profiled.exists() else None}
 
 
 def plot(tables_dir, pngs: list) -> dict:
@@ -491,4 +605,5 @@ def report(config: dict, tables_dir, pngs: list, out) -> None:
                   samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
                   devices=t["devices"], figures=figures, out_html=Path(out),
                   methodology=report_module.methodology(config, t["devices"]),
-                  compared_with=(other, tables.read(other)) if other else None)
+                  compared_with=(other, tables.read(other)) if other else None,
+                  profile=t["profile"] if config["profile"]["enabled"] else None)

@@ -1,4 +1,5 @@
 """Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
+import json
 import math
 import os
 import random
@@ -280,3 +281,24 @@ for name, run in {"planted-bf16": _bf16_product, "planted-bf16-output": _bf16_ou
 register(Variant(family="cpu", name="planted-tf32-mode", device="cpu", modes=("fp32", "tf32"), build=_build,
                  run=lambda artifact, a, b, c, stream: np.matmul(a, b, out=c),
                  description="test: a variant that declares a tf32 mode"))
+
+
+def _build_unstable(mode, params, cache_dir):
+    """A compiler that now and then allocates registers otherwise, as NVRTC 13.5 does (kernels/generated.py), and
+    caches what it made where CuPy keeps its cubins: the run's first compile (PLANTED_COMPILES counts them; all of
+    them with PLANTED_ALWAYS_ODD) makes a 137-register kernel, the others the 125 of its tuning."""
+    cached = Path(cache_dir) / "cupy" / f"planted-{params['delay_ms']}.json"
+    if not cached.exists():
+        log = Path(os.environ["PLANTED_COMPILES"])
+        compiles = len(log.read_text().splitlines()) if log.exists() else 0
+        with log.open("a") as out:
+            out.write(f"{cache_dir}\n")
+        odd = compiles == 0 or os.environ.get("PLANTED_ALWAYS_ODD") == "1"
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps({"registers": 137 if odd else 125}))
+    return Built(params["delay_ms"] / 1e3, {"compile_s": 0.0, **json.loads(cached.read_text())})
+
+
+register(Variant(family="cpu", name="planted-unstable-compiler", device="cpu", modes=("fp32",), build=_build_unstable,
+                 run=_delayed, params={"delay_ms": 0}, space={"delay_ms": (0, 1)},
+                 description="test builds: its first compile caches a kernel unlike the one its tuning timed"))

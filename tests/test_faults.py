@@ -1,6 +1,8 @@
 """Fault injection through the real stages: wrong, hanging and crashing kernels end as status rows."""
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -295,3 +297,70 @@ def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, c
         assert given.read == set(given), (stage, set(given) - given.read)
         assert dict(given)["params"] == {key: {}}  # narrowed to this variant (and max_size to it or its family)
         assert dict(given).get("max_size", {"cpu": 4096}) == {"cpu": 4096}
+
+
+def _tuned_unstable(tmp_path) -> Path:
+    """A tuning record of the planted unstable compiler: each class's winner timed as a 125-register kernel."""
+    record = {"gpu": "test-cpu", "classes": {"32": {"params": {"delay_ms": 0}}, "128": {"params": {"delay_ms": 1}}},
+              "trials": [{"size": size, "params": {"delay_ms": delay}, "registers": 125}
+                         for size, delay in ((32, 0), (128, 1))]}
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_a_kernel_compiled_unlike_its_tuning_is_compiled_again_and_replaces_the_cached_one(cfg, tmp_path, monkeypatch):
+    """NVRTC 13.5 now and then allocates registers otherwise: a build that cached such a kernel (137 registers where
+    its tuning timed 125) compiles again into a fresh cache, and the kernel that matches replaces the cached one, so
+    that the measure jobs load what the tuning timed (an H100 run timed rung 07 37% slower without this)."""
+    monkeypatch.setenv("PLANTED_COMPILES", str(tmp_path / "compiles.log"))
+    key = "cpu/planted-unstable-compiler"
+    row = stages.build(cfg, key, "fp32", tmp_path / "build.json", _tuned_unstable(tmp_path))
+    assert {size: facts["registers"] for size, facts in row["classes"].items()} == {"32": 125, "128": 125}
+    assert "compiled again" in row["message"]
+    cached = tmp_path / "cache" / "cupy"
+    assert {json.loads(p.read_text())["registers"] for p in cached.glob("planted-*.json")} == {125}
+    # the next job that loads the kernel from the run's cache gets the one its tuning timed
+    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+    assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_a_compiler_that_never_makes_the_tuned_kernel_is_said_so_in_the_build_row(cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLANTED_COMPILES", str(tmp_path / "compiles.log"))
+    monkeypatch.setenv("PLANTED_ALWAYS_ODD", "1")
+    row = stages.build(cfg, "cpu/planted-unstable-compiler", "fp32", tmp_path / "build.json",
+                       _tuned_unstable(tmp_path))
+    assert row["status"] == "ok" and row["classes"]["32"]["registers"] == 137
+    assert "built vs tuned: {'32': (137, 125), '128': (137, 125)}" in row["message"]
+    assert len((tmp_path / "compiles.log").read_text().splitlines()) == 2 * (1 + stages.REBUILDS)  # two classes
+
+
+def _fake_ncu(tmp_path) -> str:
+    """An executable `ncu` that runs tests/fake_ncu.py."""
+    script = tmp_path / "ncu"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_ncu.py'} \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_profile_stage_runs_the_worker_under_the_profiler_and_keeps_its_counters(cfg, tmp_path):
+    """The stage starts the worker under ncu with the fixed metric set and keeps one row per kernel the profiler
+    reported (here the committed H100 export, which fake_ncu writes), with the point's shape and parameters."""
+    cfg["profile"].update(ncu=_fake_ncu(tmp_path), sizes=[32])
+    key = "cpu/planted-tunable"
+    stages.build(cfg, key, "fp32", tmp_path / "build.json")
+    rows = stages.profile(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "profile.json")
+    assert [(r["status"], r["m"], r["registers"]) for r in rows] == [("ok", 32, 226.0)]
+    assert rows[0]["kernel"].startswith("void sgemm_async_transpose<128, 256, 32")
+    assert json.loads(rows[0]["params"]) == {"delay_ms": 20}
+    assert (tmp_path / "profile" / "32x32x32.csv").exists()  # the profiler's own output, kept
+
+
+@pytest.mark.parametrize("why", ["missing", "restricted"])
+def test_without_ncu_or_its_counters_every_point_ends_skipped_saying_why(cfg, tmp_path, monkeypatch, why):
+    cfg["profile"].update(ncu="no-such-ncu" if why == "missing" else _fake_ncu(tmp_path), sizes=[32, 128])
+    monkeypatch.setenv("FAKE_NCU_RESTRICTED", "1")
+    stages.build(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json")
+    rows = stages.profile(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "profile.json")
+    assert [r["status"] for r in rows] == ["skipped", "skipped"]
+    assert all(("no 'no-such-ncu' on PATH" if why == "missing" else "not permitted") in r["message"] for r in rows)

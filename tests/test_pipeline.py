@@ -246,3 +246,18 @@ def test_a_family_from_a_module_outside_kernels_runs_through_the_dag_to_the_repo
     assert "toy/numpy-matmul" in (tmp_path / "reports/report.html").read_text()
     unknown = snakemake(tmp_path, "-n", config={**cpu_config, "families": ["cpu", "nosuch"]})
     assert unknown.returncode != 0 and "families: ['nosuch'] registered no variant" in unknown.stdout + unknown.stderr
+
+
+def test_the_profile_target_plans_one_gpu_job_per_gpu_variant_and_mode(tmp_path):
+    """`snakemake profile`: Nsight Compute's counters of every GPU variant and mode, each job holding the GPU as a
+    measure job does, then the table; the default run leaves them out unless profile.enabled."""
+    result = snakemake(tmp_path, "profile", "-n", "--config", "device=cuda")
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = [job for job in planned_jobs(result.stdout + result.stderr) if job["rule"] == "profile_variant"]
+    assert jobs and {job["gpu"] for job in jobs} == {"1"}
+    assert "family=cupy, variant=13_split_barriers, mode=fp32" in {job["wildcards"] for job in jobs}
+    assert not any("family=cpu" in job["wildcards"] for job in jobs)
+    default = snakemake(tmp_path, "-n", "--config", "device=cuda")
+    assert "profile_variant" not in default.stdout and "results/tables/profile.csv" not in default.stdout
+    enabled = snakemake(tmp_path, "-n", "--config", "device=cuda", "profile={enabled: true}")
+    assert "rule profile_variant:" in enabled.stdout and "results/tables/profile.parquet" in enabled.stdout

@@ -165,7 +165,7 @@ def _render(run: dict, tmp_path: Path, compared_with=None) -> tuple[Path, dict[s
     render_report(summary=run["summary"], validation=run["validation"], builds=run["builds"],
                   samples_csv=tables / "samples.csv", summary_csv=tables / "summary.csv",
                   devices=run["devices"], figures=figures, out_html=out_html, methodology=METHODOLOGY,
-                  compared_with=compared_with)
+                  compared_with=compared_with, profile=run.get("profile"))
     return out_html, figures
 
 
@@ -258,7 +258,13 @@ def _committed_h100_example(tmp_path):
     return out_html, dict.fromkeys(figures)
 
 
-@pytest.mark.parametrize("make_run", [_cuda_run, _cpu_run, _empty_run, None], ids=["cuda", "cpu", "empty", "h100"])
+def _cuda_run_profiled() -> dict:
+    run = _cuda_run()
+    return {**run, "profile": _profiled(run)}
+
+
+@pytest.mark.parametrize("make_run", [_cuda_run_profiled, _cpu_run, _empty_run, None],
+                         ids=["cuda", "cpu", "empty", "h100"])
 def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_path):
     """Every section visible, every image loaded, nothing fetched from outside the file, and no sideways scroll of
     the page at 1400×900 (a wide table scrolls inside its own box)."""
@@ -269,7 +275,8 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
     except ImportError:
         _skip_or_fail("Python playwright not installed (pip install -r requirements-test.txt)")
 
-    out_html, figures = _render(make_run(), tmp_path) if make_run else _committed_h100_example(tmp_path)
+    run = make_run() if make_run else {}
+    out_html, figures = _render(run, tmp_path) if make_run else _committed_h100_example(tmp_path)
     errors, requests = [], []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -290,7 +297,8 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
 
     assert errors == []
     assert [url for url in requests if not url.startswith(("data:", "file:"))] == []
-    assert len(widths) == len(figures) and all(width > 0 for width in widths), widths
+    images = len(figures) + (run.get("profile") is not None)  # and the profile section's stall figure
+    assert len(widths) == images and all(width > 0 for width in widths), widths
     assert hidden == []
     assert page_width <= window_width, f"the page scrolls sideways: {page_width} px in a {window_width} px window"
     assert boxes["wider"] == [], "elements wider than their box (only declared scrollers may be)"
@@ -421,3 +429,36 @@ def test_a_gpu_models_report_is_compared_with_its_committed_example_by_default()
     assert plan.reference(auto, "cuda", "nvidia-a100-sxm4-80gb") == ""  # no example of that model
     assert plan.reference(auto, "cpu", "cpu") == ""
     assert plan.reference({"compare_with": "mine.csv"}, "cuda", "nvidia-h200") == "mine.csv"
+
+
+def _profiled(run: dict) -> pd.DataFrame:
+    """The committed H100 export (tests/data) parsed, standing for two CuPy rungs of `run` at 512 in fp32: the second
+    with more registers, less occupancy and 128-bit shared loads, as a rung that tiles in registers."""
+    from gemmbench.measure import profile
+
+    kernel = profile.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())[0]
+    summary = run["summary"]
+    rows = []
+    for variant, registers, occupancy, width in (("naive", 64, 50.0, 4.0), ("tiled", 128, 25.0, 16.0)):
+        r = summary[(summary["variant"] == variant) & (summary["mode"] == "fp32") & (summary["n"] == 512)].iloc[0]
+        rows.append({**{c: r.get(c) for c in ("gpu", "gpu_uuid", "workload", "family", "m", "n", "k", "k0", "n0", "n1")},
+                     "variant": variant, "mode": "fp32", "size": 512, "status": "ok", "message": "", **kernel,
+                     "registers": registers, "achieved_occupancy_pct": occupancy, "lds_bytes_per_thread": width})
+    return pd.DataFrame(rows)
+
+
+def test_the_profile_section_explains_each_rung_in_counters(tmp_path):
+    """Parsed from a committed Nsight Compute export: each rung's counters beside its TFLOP/s, what changed against
+    the rung before, its top stall, and the stall figure."""
+    from gemmbench.measure import profile
+
+    parsed = profile.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())
+    assert len(parsed) == 1 and parsed[0]["registers"] == 226 and parsed[0]["achieved_occupancy_pct"] == 12.5
+    shares = [v for k, v in parsed[0].items() if k.startswith("stall_")]
+    assert sum(shares) == pytest.approx(1.0) and parsed[0]["top_stall"] == "dispatch_stall"
+    run = _cuda_run()
+    out_html, _ = _render({**run, "profile": _profiled(run)}, tmp_path)
+    html = out_html.read_text(encoding="utf-8")
+    section = html.split("Why each rung is faster")[1].split("</section>")[0]
+    assert "registers 64 → 128" in section and "LDS B/thread 4 → 16" in section
+    assert "dispatch_stall (15%)" in section and 'alt="profile_stalls"' in section

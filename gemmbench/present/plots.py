@@ -331,3 +331,42 @@ def _save(fig: plt.Figure, stem: Path) -> Path:
     fig.savefig(stem.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})  # reproducible SVG
     plt.close(fig)
     return png
+
+
+def profile_stalls(profile: pd.DataFrame) -> plt.Figure:
+    """Where each rung's warps wait (Nsight Compute's stall reasons, as shares of all stalls), along each ladder: one
+    panel per family, mode and size, its variants in ladder order, the eight largest reasons of the whole table
+    coloured and the rest grey."""
+    from gemmbench.measure.profile import STALLS
+
+    ok = profile[profile["status"] == "ok"] if not profile.empty else profile
+    if ok.empty:
+        return placeholder("Warp stalls along the ladder", "no kernel profiled in this run")
+    columns = [f"stall_{reason}" for reason in STALLS]
+    shares = ok[columns].apply(pd.to_numeric, errors="coerce").fillna(0.0)
+    largest = shares.sum().sort_values(ascending=False).index[:8]
+    panels = list(ok.groupby(["family", "mode", "size"], sort=True))
+    heights = [max(1.2, 0.32 * len(rows) + 0.8) for _, rows in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10.5, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    colours = dict(zip(largest, sns.color_palette("tab10", len(largest))))
+    for ax, ((family, mode, size), rows) in zip(axes[:, 0], panels):
+        rows = rows.sort_values(["variant", "kernel"])
+        labels = [v if (rows["variant"] == v).sum() == 1 else f"{v}: {k[:30]}" for v, k in zip(rows["variant"],
+                                                                                            rows["kernel"])]
+        left = np.zeros(len(rows))
+        part = shares.loc[rows.index]
+        for column in [*largest, "other"]:
+            values = (part[column] if column != "other" else part.drop(columns=list(largest)).sum(axis=1)).to_numpy()
+            ax.barh(labels, values, left=left, color=colours.get(column, "0.8"),
+                    label=column.removeprefix("stall_") if column != "other" else "other reasons")
+            left += values
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{family} · {mode} · {size}", loc="left", fontsize=10)
+        ax.tick_params(axis="y", labelsize=8)
+    axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes[-1, 0].set_xlabel("share of the warps' stalls (Nsight Compute, per issued instruction)")
+    fig.suptitle("Where each rung's warps wait", x=0.02, ha="left", y=1.0)
+    fig.tight_layout()
+    return fig

@@ -4,10 +4,13 @@ from __future__ import annotations
 import base64
 import json
 import math
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from gemmbench import workloads
@@ -29,7 +32,8 @@ SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of
 def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd.DataFrame,
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
                   figures: dict[str, Path], out_html: Path, methodology: dict,
-                  compared_with: tuple[str, pd.DataFrame] | None = None) -> None:
+                  compared_with: tuple[str, pd.DataFrame] | None = None,
+                  profile: pd.DataFrame | None = None) -> None:
     """`figures` in reading order (the workload's view, gemmbench/present/views/); their captions are the ones
     `snakemake --report` shows (workflow/report/*.rst)."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
@@ -47,6 +51,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         comparison=_comparison(summary, *compared_with) if compared_with else None,
         best_tables=_best_per_family(summary),
         ladders=_ladders(summary),
+        profile=_profile_sections(summary, profile) if profile is not None else None,
         workload_tables=[table for view in views.VIEWS.values() if view.sections
                          for table in view.sections(summary, devices)],
         figures=[{"name": name, "caption": f"{_caption(name)} {_drawn(summary, name)}".strip(),
@@ -102,6 +107,75 @@ def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
         digests = f"; {sources} source digests (the harness and each variant's files, per row)" if sources else ""
         lines.append(f"Commit {', '.join(commits)}{' with edits' if edited else ''}{digests}")
     return lines
+
+
+# The counters the profile section lists per rung: (column, header, format); "·" where the launch has none
+PROFILE_COLUMNS = [
+    ("duration_s", "ms", lambda v: f"{1e3 * v:.3g}"), ("registers", "registers", "{:.0f}".format),
+    ("achieved_occupancy_pct", "occupancy %", "{:.0f}".format), ("ipc", "IPC", "{:.2f}".format),
+    ("sm_throughput_pct", "SM %", "{:.0f}".format), ("memory_throughput_pct", "memory %", "{:.0f}".format),
+    ("fma_pipe_instructions", "FMA-pipe inst", readable), ("hmma_instructions", "HMMA", readable),
+    ("gmma_instructions", "HGMMA", readable), ("lds_bytes_per_thread", "LDS B/thread", "{:.0f}".format),
+    ("bank_conflicts_ld", "bank conflicts", readable), ("dram_read_bytes", "DRAM read MB", lambda v: readable(v / 1e6)),
+    ("l2_hit_pct", "L2 hit %", "{:.0f}".format),
+]
+# what "against the rung before" names: counters that moved by more than a fifth, in this order
+CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_thread", "bank_conflicts_ld",
+           "fma_pipe_instructions", "hmma_instructions", "gmma_instructions", "dram_read_bytes", "l2_hit_pct"]
+
+
+def _profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
+    """Per GPU, family, mode and profiled size: each rung's counters beside its TFLOP/s, what changed against the
+    rung before it, the top stall; the stall figure; and the shapes without counters, by reason."""
+    from gemmbench.present.plots import profile_stalls
+
+    profile = profile.copy()
+    ok = profile[profile["status"] == "ok"]
+    speed = summary[summary["status"] == "ok"].set_index(["gpu", "family", "variant", "mode", *SHAPE_COLUMNS])["tflops"]
+    tables = []
+    for (gpu, workload, family, mode, size), rows in ok.groupby(["gpu", "workload", "family", "mode", "size"]):
+        lines, before = [], None
+        for r in rows.sort_values(["variant", "kernel"]).itertuples():
+            key = (gpu, family, r.variant, mode, *(getattr(r, c) for c in SHAPE_COLUMNS))
+            tflops = speed.get(key) if key in speed.index else None
+            cells = [_profile_cell(getattr(r, column, None), show) for column, _, show in PROFILE_COLUMNS]
+            share = getattr(r, f"stall_{r.top_stall}", None) if isinstance(r.top_stall, str) else None
+            lines.append({"variant": r.variant, "kernel": str(r.kernel)[:60], "shape": shape_text(r),
+                          "tflops": "" if tflops is None or pd.isna(tflops) else readable(tflops), "cells": cells,
+                          "stall": f"{r.top_stall} ({100 * share:.0f}%)" if share is not None else "",
+                          "changed": _changed(before, r) if before is not None and before.variant != r.variant else ""})
+            before = r
+        tables.append({"title": f"{family} · {gpu} · {mode} · {workload} at {size}", "rows": lines})
+    figure_dir = Path(tempfile.mkdtemp(prefix="gemmbench-profile-"))
+    figure = profile_stalls(profile)
+    png = figure_dir / "profile_stalls.png"
+    figure.savefig(png, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    uri = _data_uri(png, "image/png")
+    shutil.rmtree(figure_dir)
+    return {"headers": [header for _, header, _ in PROFILE_COLUMNS], "tables": tables, "figure": uri,
+            "skipped": _skipped(profile, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
+            "failed": [f"{r.family}/{r.variant} {r.mode} {shape_text(r)}: {r.message}"
+                       for r in profile[~profile["status"].isin(["ok", "skipped"])].itertuples()]}
+
+
+def _profile_cell(value, show) -> str:
+    value = pd.to_numeric(value, errors="coerce")
+    return "·" if value is None or pd.isna(value) else show(float(value))
+
+
+def _changed(before, now) -> str:
+    """The counters that moved by more than a fifth from the rung before to this one, as 'name a → b'."""
+    words = []
+    for column in CHANGED:
+        a, b = (pd.to_numeric(getattr(r, column, None), errors="coerce") for r in (before, now))
+        if pd.isna(a) or pd.isna(b) or max(abs(a), abs(b)) == 0 or abs(b - a) <= 0.2 * max(abs(a), abs(b)):
+            continue
+        header, show = next((h, f) for c, h, f in PROFILE_COLUMNS if c == column)
+        words.append(f"{header} {show(float(a))} → {show(float(b))}")
+    if before.top_stall != now.top_stall and isinstance(now.top_stall, str):
+        words.append(f"top stall {before.top_stall} → {now.top_stall}")
+    return "; ".join(words[:4])
 
 
 def _drawn(summary: pd.DataFrame, name: str) -> str:

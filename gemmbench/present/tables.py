@@ -172,6 +172,15 @@ def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
     return tables
 
 
+def write_profile(paths, csv_path, parquet_path) -> pd.DataFrame:
+    """results/tables/profile.{csv,parquet}: the profile stage's rows, one per kernel profiled (or per shape without
+    one, saying why)."""
+    frame = _frame(_rows(paths), "profile")
+    frame.to_csv(csv_path, index=False)
+    frame.to_parquet(parquet_path, index=False)
+    return frame
+
+
 COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
 
 

@@ -79,15 +79,16 @@ def _stderr_tail(path: Path, start: int = 0, limit: int = 1500) -> str:
         return text.read().strip()[-limit:]
 
 
-def _worker(*args: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", *args], start_new_session=True, **popen)
+def _worker(*args: str, wrap=(), **popen) -> subprocess.Popen:
+    return subprocess.Popen([*wrap, sys.executable, "-m", "gemmbench.run.worker", *args], start_new_session=True,
+                            **popen)
 
 
 class Fresh:
     """A worker process for this one task, started for it and gone with it."""
 
-    def __init__(self, env: dict, tmp: Path):
-        self.env, self.stderr_path = env, tmp / "stderr.log"
+    def __init__(self, env: dict, tmp: Path, wrap=()):
+        self.env, self.stderr_path, self.wrap = env, tmp / "stderr.log", list(wrap)
 
     def __enter__(self):
         return self
@@ -97,8 +98,8 @@ class Fresh:
 
     def start(self, task_path: Path, start: int, done_path: Path):
         with open(self.stderr_path, "w") as stderr:
-            self.proc = _worker(str(task_path), str(start), str(done_path), stdout=subprocess.PIPE, stderr=stderr,
-                                text=True, env=self.env)
+            self.proc = _worker(str(task_path), str(start), str(done_path), wrap=self.wrap, stdout=subprocess.PIPE,
+                                stderr=stderr, text=True, env=self.env)
         self.pid = self.proc.pid
         return self.proc.stdout
 
@@ -248,7 +249,7 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
         task_path, done_path = Path(tmp) / "task.json", Path(tmp) / "done.json"
         task.save(task_path)
         start = 0
-        worker = Resident(env, timeout_s) if task.kind in RESIDENT_KINDS else Fresh(env, Path(tmp))
+        worker = Resident(env, timeout_s) if task.kind in RESIDENT_KINDS else Fresh(env, Path(tmp), task.wrap)
         with worker:
             while start < count:
                 kills_before = oom_kills()

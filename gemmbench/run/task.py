@@ -25,7 +25,7 @@ class Task:
     """A worker's job: build one variant in one mode, then run `points` (measure or tune) in order.
     `classes` holds the tuned parameters per size class ("1024": {...}); None runs `params` at every size."""
 
-    kind: str  # build | measure (validate, then time) | tune | compile (tune candidates, ahead of timing them)
+    kind: str  # build | measure (validate, then time) | tune | compile (tune candidates, ahead) | profile (ncu)
     variant: str
     variant_modules: list[str]
     device: str
@@ -39,6 +39,7 @@ class Task:
     classes: dict[str, dict] | None = None
     prepare: list[dict[str, int]] = field(default_factory=list)  # build: the shapes to compile ahead (Variant.prepare)
     refused: dict[str, str] = field(default_factory=dict)  # build: shapes the variant refused when compiled ahead
+    wrap: list[str] = field(default_factory=list)  # a command the worker runs under (profile: Nsight Compute's)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))

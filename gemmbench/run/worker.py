@@ -146,6 +146,27 @@ def _problem(variant, backend, point: Point, mode: str) -> tuple[list, object, o
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
+def profile_row(variant, builds, backend, task: Task, point: Point) -> dict:
+    """One launch for a profiler started with profiling off (measure/profile.py): the point's kernels loaded and
+    launched once on fresh inputs, then launched again between cudaProfilerStart and cudaProfilerStop, as the bench
+    launches them (its stream, hot cache)."""
+    params, built = builds.for_point(point)
+    operands, out, _, _ = _problem(variant, backend, point, task.mode)
+    variant.run(built.artifact, *operands, out, backend.stream)
+    backend.synchronize()
+    if task.device == "cuda":
+        from cupy.cuda import profiler
+
+        profiler.start()
+    try:
+        variant.run(built.artifact, *operands, out, backend.stream)
+        backend.synchronize()
+    finally:
+        if task.device == "cuda":
+            profiler.stop()
+    return {"status": "ok", "message": "one launch profiled", "params": json.dumps(params, sort_keys=True)}
+
+
 class References:
     """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a point's
     validation and its timing share one, and so do the variants of a mode that a resident worker measures in turn
@@ -423,7 +444,7 @@ def run(task: Task, start: int, done: dict, send) -> int:
             send(event="start", index=0)
             send(event="row", index=0, row=build_row(variant, task, backend))
             return 0
-        builds = Builds(variant, task) if task.kind == "measure" else None
+        builds = Builds(variant, task) if task.kind in ("measure", "profile") else None
         # Rows say where they ran: on a box with several GPUs, or a cluster, that is known only here. Timings are
         # checked against these facts (peak, bandwidth).
         facts = None if task.kind == "compile" else backend.facts(task.cache_dir)
@@ -434,7 +455,7 @@ def run(task: Task, start: int, done: dict, send) -> int:
         for i in range(start, len(task.points)):
             send(event="row", index=i, row=row)
         return 0
-    send(event="ready", device=facts if task.kind == "measure" else None)
+    send(event="ready", device=facts if task.kind in ("measure", "profile") else None)
     for i in range(start, len(task.points)):
         send(event="start", index=i)
         try:
@@ -443,6 +464,8 @@ def run(task: Task, start: int, done: dict, send) -> int:
                 row = compile_row(variant, task, point)
             elif task.kind == "tune":
                 row = tune_row(variant, backend, task, point, facts)
+            elif task.kind == "profile":
+                row = profile_row(variant, builds, backend, task, point)
             else:
                 row = measure_row(variant, builds, backend, task, point, facts, done)
         except Exception as exc:

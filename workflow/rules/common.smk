@@ -122,6 +122,16 @@ def planned(pattern):
     ]
 
 
+def planned_on_gpu(pattern):
+    """Every (variant, mode) path of the plan's GPU variants (the profile stage's)."""
+    return [
+        pattern.format(family=v.family, variant=v.name, mode=mode)
+        for v in VARIANTS.values()
+        if v.device == "cuda"
+        for mode in plan.modes(config, v)
+    ]
+
+
 def committed_tuning(wildcards):
     """The committed tuning result the tune stage reads for this GPU model, where there is one: committing a new one
     re-runs the tune job (and so everything after it)."""

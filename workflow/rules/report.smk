@@ -31,6 +31,7 @@ rule report:
         devices=rules.aggregate.output.devices,
         figures=rules.plot.output.png,
         compared_with=[config["compare_with"]] if config["compare_with"] else [],
+        profile=[rules.profile_table.output.parquet] if config["profile"]["enabled"] else [],
     output:
         report("reports/report.html", caption="../report/html_report.rst", category="Report"),
     log:
