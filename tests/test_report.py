@@ -441,7 +441,8 @@ def _profiled(run: dict) -> pd.DataFrame:
     rows = []
     for variant, registers, occupancy, width in (("naive", 64, 50.0, 4.0), ("tiled", 128, 25.0, 16.0)):
         r = summary[(summary["variant"] == variant) & (summary["mode"] == "fp32") & (summary["n"] == 512)].iloc[0]
-        rows.append({**{c: r.get(c) for c in ("gpu", "gpu_uuid", "workload", "family", "m", "n", "k", "k0", "n0", "n1")},
+        shape = ("gpu", "gpu_uuid", "workload", "family", "m", "n", "k", "k0", "n0", "n1")
+        rows.append({**{c: r.get(c) for c in shape},
                      "variant": variant, "mode": "fp32", "size": 512, "status": "ok", "message": "", **kernel,
                      "registers": registers, "achieved_occupancy_pct": occupancy, "lds_bytes_per_thread": width})
     return pd.DataFrame(rows)
