@@ -269,3 +269,22 @@ def test_tvm_build_facts_are_read_from_the_cubin_that_runs(tmp_path):
     variant = registry.load()["tvm/02_d2l_vectorized"]
     facts = variant.build("fp32", dict(variant.params), tmp_path).facts
     assert facts["sass_ffma"] > 0 and facts["sass_lds128"] > 0, facts  # its register caches are float4 by schedule
+
+
+def test_the_profile_stage_counts_one_launch_of_the_bench_kernels_only(tmp_path):
+    """Under the real ncu: the profiled launch is the rung's own kernel (none of the harness's: inputs, poisoning,
+    references), with the registers its build reported; where ncu is missing this says so rather than pass."""
+    import shutil
+
+    if not shutil.which("ncu"):
+        pytest.skip("Nsight Compute (ncu) not on PATH")
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "modes": ["fp32"], "sizes": [1024],
+                           "variants": ["cupy/05_blocktile_1d"], "tune": {"enabled": False},
+                           "profile": {"sizes": [1024]}, "cache_dir": str(tmp_path / "cache")})
+    key = "cupy/05_blocktile_1d"
+    build = stages.build(cfg, key, "fp32", tmp_path / "build.json")
+    rows = stages.profile(stages.config_for(cfg, "profile", key, "fp32"), key, "fp32", tmp_path / "build.json",
+                          tmp_path / "profile.json")
+    assert [r["status"] for r in rows] == ["ok"], [r["message"] for r in rows]
+    assert "sgemm" in rows[0]["kernel"] and rows[0]["registers"] == build["registers"]
+    assert rows[0]["fma_pipe_instructions"] > 0 and rows[0]["duration_s"] > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import itertools
 import os
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -433,18 +434,19 @@ def test_a_gpu_models_report_is_compared_with_its_committed_example_by_default()
 
 def _profiled(run: dict) -> pd.DataFrame:
     """The committed H100 export (tests/data) parsed, standing for two CuPy rungs of `run` at 512 in fp32: the second
-    with more registers, less occupancy and 128-bit shared loads, as a rung that tiles in registers."""
+    with more registers, less occupancy and 128-bit shared loads (512 bytes a warp instruction), as a rung that
+    tiles in registers."""
     from gemmbench.measure import profile
 
     kernel = profile.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())[0]
     summary = run["summary"]
     rows = []
-    for variant, registers, occupancy, width in (("naive", 64, 50.0, 4.0), ("tiled", 128, 25.0, 16.0)):
+    for variant, registers, occupancy, width in (("naive", 64, 50.0, 128.0), ("tiled", 128, 25.0, 512.0)):
         r = summary[(summary["variant"] == variant) & (summary["mode"] == "fp32") & (summary["n"] == 512)].iloc[0]
         shape = ("gpu", "gpu_uuid", "workload", "family", "m", "n", "k", "k0", "n0", "n1")
         rows.append({**{c: r.get(c) for c in shape},
                      "variant": variant, "mode": "fp32", "size": 512, "status": "ok", "message": "", **kernel,
-                     "registers": registers, "achieved_occupancy_pct": occupancy, "lds_bytes_per_thread": width})
+                     "registers": registers, "achieved_occupancy_pct": occupancy, "lds_bytes_per_instruction": width})
     return pd.DataFrame(rows)
 
 
@@ -461,5 +463,21 @@ def test_the_profile_section_explains_each_rung_in_counters(tmp_path):
     out_html, _ = _render({**run, "profile": _profiled(run)}, tmp_path)
     html = out_html.read_text(encoding="utf-8")
     section = html.split("Why each rung is faster")[1].split("</section>")[0]
-    assert "registers 64 → 128" in section and "LDS B/thread 4 → 16" in section
+    assert "registers 64 → 128" in section and "LDS B/inst 128 → 512" in section
     assert "dispatch_stall (15%)" in section and 'alt="profile_stalls"' in section
+
+
+def test_the_fixed_metric_set_is_what_ncu_reports_on_an_h100():
+    """The profile stage's own export of cuBLAS FP32 at 8192 on an H100 (tests/data; ncu 2025.3.1): every counter of
+    the fixed set has a value, and they agree with the hand-made Nsight Compute file of the same kernel
+    (reports/examples/h100-fp32-ceiling/ncu-cublas-8192.txt: SM 87.12%, memory 59.59%, 21.14 ms, 256 threads)."""
+    from gemmbench.measure import profile
+
+    [kernel] = profile.parse((ROOT / "tests/data/ncu-profile-cublas-fp32-8192-h100.csv").read_text())
+    assert [column for column in profile.METRICS if kernel[column] is None] == []
+    hand_made = (ROOT / "reports/examples/h100-fp32-ceiling/ncu-cublas-8192.txt").read_text()
+    assert kernel["kernel"] in hand_made
+    sm, memory = (float(re.search(rf"{name}\s+%\s+([\d.]+)", hand_made).group(1))
+                  for name in (r"Compute \(SM\) Throughput", "Memory Throughput"))
+    assert abs(kernel["sm_throughput_pct"] - sm) < 1 and abs(kernel["memory_throughput_pct"] - memory) < 1
+    assert kernel["block_size"] == 256 and kernel["fma_pipe_instructions"] > 0.8 * kernel["instructions"]

@@ -78,7 +78,7 @@ def parse(text: str) -> list[dict]:
     """One record per profiled kernel of ncu's raw CSV page (`command`'s log, which also holds ncu's own ==PROF==
     lines): its name, every METRICS column, each stall reason's share of the stalls and the top one (not counting
     not_selected: a warp that could issue while another did), and the
-    derived widths (bytes per thread of an LDS, bytes per LDG instruction)."""
+    derived widths (bytes a warp's LDS or LDG instruction moved, on average: a broadcast counts once)."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if not rows or rows[0][:1] != ["ID"]:
@@ -96,7 +96,7 @@ def parse(text: str) -> list[dict]:
             record[f"stall_{reason}"] = value / total if total else None
         stalled = {reason: value for reason, value in stalls.items() if reason != "not_selected"}  # another warp issued
         record["top_stall"] = max(stalled, key=stalled.get) if any(stalled.values()) else None
-        record["lds_bytes_per_thread"] = _ratio(record["lds_bytes"], record["lds_instructions"], 32)
+        record["lds_bytes_per_instruction"] = _ratio(record["lds_bytes"], record["lds_instructions"])
         record["ldg_bytes_per_instruction"] = _ratio(record["ldg_bytes"], record["ldg_instructions"])
         records.append(record)
     return records

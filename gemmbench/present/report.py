@@ -115,12 +115,12 @@ PROFILE_COLUMNS = [
     ("achieved_occupancy_pct", "occupancy %", "{:.0f}".format), ("ipc", "IPC", "{:.2f}".format),
     ("sm_throughput_pct", "SM %", "{:.0f}".format), ("memory_throughput_pct", "memory %", "{:.0f}".format),
     ("fma_pipe_instructions", "FMA-pipe inst", readable), ("hmma_instructions", "HMMA", readable),
-    ("gmma_instructions", "HGMMA", readable), ("lds_bytes_per_thread", "LDS B/thread", "{:.0f}".format),
+    ("gmma_instructions", "HGMMA", readable), ("lds_bytes_per_instruction", "LDS B/inst", "{:.0f}".format),
     ("bank_conflicts_ld", "bank conflicts", readable), ("dram_read_bytes", "DRAM read MB", lambda v: readable(v / 1e6)),
     ("l2_hit_pct", "L2 hit %", "{:.0f}".format),
 ]
 # what "against the rung before" names: counters that moved by more than a fifth, in this order
-CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_thread", "bank_conflicts_ld",
+CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_instruction", "bank_conflicts_ld",
            "fma_pipe_instructions", "hmma_instructions", "gmma_instructions", "dram_read_bytes", "l2_hit_pct"]
 
 
@@ -133,17 +133,21 @@ def _profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
     ok = profile[profile["status"] == "ok"]
     speed = summary[summary["status"] == "ok"].set_index(["gpu", "family", "variant", "mode", *SHAPE_COLUMNS])["tflops"]
     tables = []
-    for (gpu, workload, family, mode, size), rows in ok.groupby(["gpu", "workload", "family", "mode", "size"]):
+    groups = sorted(ok.groupby(["gpu", "workload", "family", "mode", "size"]), key=lambda g: (g[0][1] != "gemm", g[0]))
+    for (gpu, workload, family, mode, size), rows in groups:
         lines, before = [], None
-        for r in rows.sort_values(["variant", "kernel"]).itertuples():
+        shapes = rows.assign(shape=[shape_text(r) for r in rows.itertuples()])
+        several = shapes["shape"].nunique() > 1  # b2b: every grid shape at that m, each named
+        for r in shapes.sort_values(["variant", "shape", "kernel"], kind="stable").itertuples():
             key = (gpu, family, r.variant, mode, *(getattr(r, c) for c in SHAPE_COLUMNS))
             tflops = speed.get(key) if key in speed.index else None
             cells = [_profile_cell(getattr(r, column, None), show) for column, _, show in PROFILE_COLUMNS]
             share = getattr(r, f"stall_{r.top_stall}", None) if isinstance(r.top_stall, str) else None
-            lines.append({"variant": r.variant, "kernel": str(r.kernel)[:60], "shape": shape_text(r),
+            lines.append({"variant": f"{r.variant} {r.shape}" if several else r.variant, "kernel": str(r.kernel)[:60],
                           "tflops": "" if tflops is None or pd.isna(tflops) else readable(tflops), "cells": cells,
                           "stall": f"{r.top_stall} ({100 * share:.0f}%)" if share is not None else "",
-                          "changed": _changed(before, r) if before is not None and before.variant != r.variant else ""})
+                          "changed": _changed(before, r) if before is not None and before.variant != r.variant
+                          and not several else ""})
             before = r
         tables.append({"title": f"{family} · {gpu} · {mode} · {workload} at {size}", "rows": lines})
     figure_dir = Path(tempfile.mkdtemp(prefix="gemmbench-profile-"))
