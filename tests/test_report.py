@@ -256,7 +256,8 @@ def _committed_h100_example(tmp_path):
     assert main(["report", str(ROOT / "reports/examples/h100"), "--out", str(out_html)]) == 0
     figures = views.figures_of(tables.read(ROOT / "reports/examples/h100/summary.csv"))
     assert {"ladder", "b2b_speedup"} <= set(figures)  # both workloads, and the baseline, are in that run
-    return out_html, dict.fromkeys(figures)
+    profiled = (ROOT / "reports/examples/h100/profile.csv").exists()  # the profile section's stall figure
+    return out_html, dict.fromkeys([*figures, *(["profile_stalls"] if profiled else [])])
 
 
 def _cuda_run_profiled() -> dict:

@@ -426,7 +426,8 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
-            "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%") for r in rows.itertuples()}}
+            "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%")
+            + (f" ⚠ throttled ({_throttled(r)})" if _throttled(r) else "") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
     return tables
