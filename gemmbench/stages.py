@@ -365,18 +365,17 @@ def profile(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
     from gemmbench.measure import profile as counters
 
     variant, built = _variant(config, key), read_json(build_path)
-    sizes = set(config["profile"]["sizes"])
-    shapes = [s for s in plan.sweep_shapes(config, variant.workload) if next(iter(s.sizes.values())) in sizes]
+    profiled = [(shape, next(iter(shape.sizes.values()))) for shape in plan.sweep_shapes(config, variant.workload)]
     ncu = shutil.which(config["profile"]["ncu"])
     raw_dir = Path(out).with_suffix("")
     raw_dir.mkdir(parents=True, exist_ok=True)
     rows = []
-    for shape in shapes:
-        base = {**_base_row(config, variant, mode, shape), "size": next(iter(shape.sizes.values()))}
-        why = plan.skip_reason(config, variant, shape) or (
-            None if ncu else f"Nsight Compute not found: no {config['profile']['ncu']!r} on PATH (config profile.ncu)")
-        if built.get("status") != "ok":
-            why = f"not built: {built.get('message', '')}"[:300]
+    for shape, size in ((s, size) for s, size in profiled if size in config["profile"]["sizes"]):
+        base = {**_base_row(config, variant, mode, shape), "size": size}
+        why = (f"not built: {built.get('message', '')}"[:300] if built.get("status") != "ok"
+               else plan.skip_reason(config, variant, shape)
+               or (None if ncu else f"Nsight Compute not found: no {config['profile']['ncu']!r} on PATH "
+                                    "(config profile.ncu)"))
         if why:
             rows.append({**base, "status": "skipped", "message": why})
             continue

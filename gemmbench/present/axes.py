@@ -46,3 +46,16 @@ def log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
 def readable(value: float) -> str:
     """Three significant figures, as people write them: 1,070 rather than 1.07e+03 (a bf16 peak), 67.1, 0.489."""
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def flagged(value) -> bool:
+    """A boolean cell of a table: empty (None, NaN, NA) counts as not set."""
+    return False if value is None or pd.isna(value) else bool(value)
+
+
+def throttled(r) -> str:
+    """Why the clocks were pulled down during a point (its slowdown reasons), or "" where they were not."""
+    if not flagged(getattr(r, "throttled", None)):
+        return ""
+    reasons = getattr(r, "throttle_reasons", None)
+    return reasons if isinstance(reasons, str) and reasons else "clock dropped"

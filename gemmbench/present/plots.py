@@ -71,7 +71,7 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
     figures = {}
     for name in names:
         workload, figure = views.figure_of(name)
-        figures[name] = _save(drawn[figure](_of_workload(ok, workload), _of_workload(checked, workload)),
+        figures[name] = save(drawn[figure](_of_workload(ok, workload), _of_workload(checked, workload)),
                               outdir / name)
     return figures
 
@@ -325,7 +325,8 @@ def _validation_error(checked: pd.DataFrame) -> plt.Figure:
                         "relative error ‖C−R‖/‖R‖", log=True)
 
 
-def _save(fig: plt.Figure, stem: Path) -> Path:
+def save(fig: plt.Figure, stem: Path) -> Path:
+    """The figure as PNG (returned) and a reproducible SVG beside it, then closed."""
     png = stem.with_suffix(".png")
     fig.savefig(png, dpi=110, bbox_inches="tight")
     fig.savefig(stem.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})  # reproducible SVG

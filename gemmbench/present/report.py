@@ -4,20 +4,18 @@ from __future__ import annotations
 import base64
 import json
 import math
-import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from gemmbench.present import tables, views
-from gemmbench.present.axes import readable
+from gemmbench.present.axes import flagged, readable, throttled
 from gemmbench.present.plots import baseline_first, ladder_rows, several_models
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 
@@ -127,7 +125,7 @@ CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_instruct
 def _profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
     """Per GPU, family, mode and profiled size: each rung's counters beside its TFLOP/s, what changed against the
     rung before it, the top stall; the stall figure; and the shapes without counters, by reason."""
-    from gemmbench.present.plots import profile_stalls
+    from gemmbench.present.plots import profile_stalls, save
 
     profile = profile.copy()
     ok = profile[profile["status"] == "ok"]
@@ -150,13 +148,8 @@ def _profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
                           and not several else ""})
             before = r
         tables.append({"title": f"{family} · {gpu} · {mode} · {workload} at {size}", "rows": lines})
-    figure_dir = Path(tempfile.mkdtemp(prefix="gemmbench-profile-"))
-    figure = profile_stalls(profile)
-    png = figure_dir / "profile_stalls.png"
-    figure.savefig(png, dpi=110, bbox_inches="tight")
-    plt.close(figure)
-    uri = _data_uri(png, "image/png")
-    shutil.rmtree(figure_dir)
+    with tempfile.TemporaryDirectory(prefix="gemmbench-profile-") as figure_dir:
+        uri = _data_uri(save(profile_stalls(profile), Path(figure_dir) / "profile_stalls"), "image/png")
     return {"headers": [header for _, header, _ in PROFILE_COLUMNS], "tables": tables, "figure": uri,
             "skipped": _skipped(profile, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
             "failed": [f"{r.family}/{r.variant} {r.mode} {shape_text(r)}: {r.message}"
@@ -335,14 +328,6 @@ def _skipped(frame: pd.DataFrame, label) -> list[dict]:
 NOISY = 0.05  # a point whose samples spread more than 5% is marked noisy (CPU timings, mostly)
 
 
-def _throttled(r) -> str:
-    """Why the clocks were pulled down during a point (its slowdown reasons), or "" where they were not."""
-    if not _flagged(getattr(r, "throttled", None)):
-        return ""
-    reasons = getattr(r, "throttle_reasons", None)
-    return reasons if isinstance(reasons, str) and reasons else "clock dropped"
-
-
 def _spread(r) -> str:
     """How much a point's launches vary, as nvbench reports it (noise: the samples' relative standard deviation),
     with marks on thin, unconverged and noisy points. The median's confidence interval, far narrower, is a sampling
@@ -352,7 +337,7 @@ def _spread(r) -> str:
         return ""
     marks = [f"noise {100 * noise:.2g}%"]
     converged = getattr(r, "converged", None)
-    if _flagged(getattr(r, "thin_median", None)):
+    if flagged(getattr(r, "thin_median", None)):
         marks.append("thin median (budget cut it short)")
     elif converged is not None and not pd.isna(converged) and not converged:
         marks.append("precision target not met")
@@ -380,7 +365,7 @@ def _at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
                  "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
                  "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
-                 "spread": _spread(r), "throttled": _throttled(r)} for r in best.itertuples()]
+                 "spread": _spread(r), "throttled": throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": _answer(best, mode, size), "rows": rows})
     return blocks
@@ -427,7 +412,7 @@ def _side_by_side(summary: pd.DataFrame) -> list[dict]:
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
             "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%")
-            + (f" ⚠ throttled ({_throttled(r)})" if _throttled(r) else "") for r in rows.itertuples()}}
+            + (f" ⚠ throttled ({throttled(r)})" if throttled(r) else "") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
     return tables
@@ -456,7 +441,7 @@ def _comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
              "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
              "diff": f"{r.diff_pct:+.1f}%", "limit": f"±{r.limit:.2g}%",
              "throttled": " / ".join(w for w, flag in (("before", r.throttled_a), ("now", r.throttled_b))
-                                     if _flagged(flag))} for r in beyond.itertuples()]
+                                     if flagged(flag))} for r in beyond.itertuples()]
     return {"name": name, "source": source, "text": text, "rows": rows}
 
 
@@ -505,10 +490,6 @@ def _answer(best: pd.DataFrame, mode: str, size: int) -> str:
     return " ".join(words)
 
 
-def _flagged(value) -> bool:
-    return False if value is None or pd.isna(value) else bool(value)
-
-
 def _window_clock(r) -> str:
     """The SM clock over the sampling window (its mean; NVML read every 10 ms), not the snapshot before it; that
     snapshot only where the window has none (an older table)."""
@@ -535,7 +516,7 @@ def _best_per_family(summary: pd.DataFrame) -> list[dict]:
                                 "clock": _window_clock(r),
                                 "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
                                 "spread": _spread(r),
-                                "throttled": _throttled(r)}
+                                "throttled": throttled(r)}
                      for r in shape.itertuples()}
             rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
         tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
@@ -553,7 +534,7 @@ def _ladders(summary: pd.DataFrame) -> list[dict]:
         table = {}
         for r in group.sort_values("variant").itertuples():
             table.setdefault(r.variant, {})[int(r.m)] = {"tflops": _format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}",
-                                                         "throttled": _throttled(r)}
+                                                         "throttled": throttled(r)}
         tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
                        "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
     return tables

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
+from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable, throttled
 from gemmbench.present.views import View
 from gemmbench.workloads import OUTPUT_BYTES, shape_text
 
@@ -64,7 +64,7 @@ def tables(summary, devices: list[dict]) -> list[dict]:
             speedup = "" if pd.isna(r.speedup_vs_baseline) else f"{r.speedup_vs_baseline:.2f}×"
             rows.setdefault(shape_text(r), {})[f"{r.family}/{r.variant}"] = {
                 "time_us": f"{r.median_s * 1e6:.1f}", "speedup": speedup,
-                "throttled": _throttled(r)}
+                "throttled": throttled(r)}
         fused = group["role"] == ""
         slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
             ["variant", "m", "k0", "n0", "n1"])
@@ -95,15 +95,6 @@ def _why_slower(r, bandwidth_gbps) -> str:
             f"kernel moves its minimum traffic at {r.gbps:.0f} GB/s, {100 * r.gbps / bandwidth_gbps:.0f}% of the "
             f"copy bandwidth: it is bound by neither, computing at {readable(r.tflops)} TFLOP/s against "
             f"{readable(unfused_tflops)} for the unfused pair")
-
-
-def _throttled(r) -> str:
-    """Why the clocks were pulled down during the point, or "" where they were not."""
-    flag = getattr(r, "throttled", None)
-    if flag is None or pd.isna(flag) or not bool(flag):
-        return ""
-    return r.throttle_reasons if isinstance(getattr(r, "throttle_reasons", None), str) and r.throttle_reasons \
-        else "clock dropped"
 
 
 VIEW = View("b2b", figures=("b2b_speedup", "roofline", "validation_error"), compared=("b2b_speedup",),
