@@ -1,7 +1,7 @@
-"""The tensor-core ladder, rung by rung: tc01_mma_sync.cu … tc07_registers.cu, each declared here in its order, with
+"""The tensor-core ladder, rung by rung: tc01_mma_sync.cu … tc08_tma_store.cu, each declared here in its order, with
 its kernel per mode (TF32 and BF16 where each applies; a BF16 kernel takes the same parameters as its TF32 one, BK
 counting 4-byte words along k). Compiled and launched as every CuPy rung is (kernels/cupy/rung.py); the rungs that copy
-with TMA (tc05 … tc07) are launched by tensorcore/tma.py, which encodes their tensor maps. wgmma reads MN-major B
+with TMA (tc05 … tc08) are launched by tensorcore/tma.py, which encodes their tensor maps. wgmma reads MN-major B
 transposed only for 16-bit types, so tc04 is BF16 only; tc05 and tc07 show two ways around that in TF32.
 
 The register estimates in the checks were fitted to nvcc 13.5's ptxas; the tune stage still refuses a candidate that
@@ -104,11 +104,23 @@ def _check(p) -> str | None:
     return registers(_threads(p), p["BN"] // 2 + 30)  # (shared memory: Rung.problems)
 
 
+STORE_BOX_BYTES = 64 * 128  # tc08's staging buffer: 64 rows of C × one 128-byte line
+
+
+def _tma_store_smem(p) -> int:
+    """tc05's stages and barriers, and BUFFERS staging boxes per consumer warpgroup."""
+    return _smem(p) + p["BM"] // 64 * p["BUFFERS"] * STORE_BOX_BYTES
+
+
 _TMA_KERNELS = {"bf16": "tc_tma_bf16", "tf32": "tc_tma_tf32"}
 _SPACE = {"BM": (64, 128, 256), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16)}
 _TMA = dict(template=("BM", "BN", "STAGES", "GROUP"), defaults={"BM": 128, "BN": 256, "STAGES": 4, "GROUP": 8},
             space=_SPACE, threads=_threads, tile=lambda p: (p["BM"], p["BN"]), check=_check, vec=True, grid_1d=True,
             dynamic_smem=_smem, options=(SM90A,), launcher=tma.TRANSPOSED)
+
+_TMA_STORE = {**_TMA, "template": ("BM", "BN", "STAGES", "GROUP", "BUFFERS"),
+              "defaults": {**_TMA["defaults"], "STAGES": 3, "BUFFERS": 2}, "space": {**_SPACE, "BUFFERS": (1, 2)},
+              "dynamic_smem": _tma_store_smem, "launcher": tma.STORED_BY_TMA}
 
 REGISTERS_COLUMNS = 128  # tc07's columns of C per block: two consumer warpgroups of 64 (RS_COLUMNS)
 
@@ -163,4 +175,8 @@ RUNGS = declare(
          persistent=True, launcher=tma.AS_STORED,
          description="TF32 as Cᵀ = Bᵀ·Aᵀ: B's fragments loaded from its MN-major tile into registers (wgmma's A), "
                      "no copy of B; tc06's persistent blocks"),
+    Rung("tc08_tma_store.cu", {"bf16": "tc_tma_store_bf16", "tf32": "tc_tma_store_tf32"}, **_TMA_STORE,
+         persistent=True,
+         description="tc06 with C stored by TMA: each consumer warpgroup stages 32 columns at a time in swizzled "
+                     "shared memory and goes on while the copy drains"),
 )

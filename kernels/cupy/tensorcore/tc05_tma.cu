@@ -133,12 +133,27 @@ __device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 8][4], const typen
     }
 }
 
-// TMA: the producer's one thread issues the copies (else its 128 threads copy BF16 element by element). VEC: C's
-// rows are 16-byte aligned (float2 stores).
-template <class Mode, int BM, int BN, int STAGES, int GROUP, bool TMA, bool VEC>
+// How a consumer warpgroup's 64×BN accumulators reach C: here straight from registers (float2 stores where VEC: C's
+// rows are 16-byte aligned). tc08 stages them in shared memory for TMA stores; smem_bytes() is what it needs there.
+template <bool VEC>
+struct DirectStores {
+    __device__ static constexpr int smem_bytes() { return 0; }
+    template <int BN>
+    __device__ __forceinline__ void store(float* C, const float (&acc)[BN / 8][4], char*, int row0, int col0, int M,
+                                          int N, int consumer, int warp, int lane) const {
+        store_accumulators<VEC>(C, reinterpret_cast<const float(&)[1][BN / 8][4]>(acc), row0 + consumer * 64 + warp * 16,
+                                col0, M, N, lane);
+    }
+    __device__ __forceinline__ void finish() const {}
+};
+
+// TMA: the producer's one thread issues the copies (else its 128 threads copy BF16 element by element). Epilogue:
+// how the consumers store C (DirectStores<VEC>, or tc08's staged TMA stores).
+template <class Mode, int BM, int BN, int STAGES, int GROUP, bool TMA, class Epilogue>
 __device__ __forceinline__ void tma_gemm(int M, int N, int K, const TensorMap& a_map, const TensorMap& b_map,
                                          const typename Mode::Element* __restrict__ A,
-                                         const typename Mode::Element* __restrict__ B, float* __restrict__ C) {
+                                         const typename Mode::Element* __restrict__ B, float* __restrict__ C,
+                                         const Epilogue& epilogue) {
     using Element = typename Mode::Element;
     constexpr int BK = Mode::K_TILE, CONSUMERS = BM / 64, A_TILE = BM * BK, B_TILE = BK * BN;
     static_assert(BM % 64 == 0 && BN % 128 == 0 && BM <= 256 && BN <= 256, "whole warpgroup tiles; 256-row boxes");
@@ -146,7 +161,8 @@ __device__ __forceinline__ void tma_gemm(int M, int N, int K, const TensorMap& a
     Element* As = reinterpret_cast<Element*>((reinterpret_cast<size_t>(smem) + 1023) / 1024 *
                                              1024);  // [STAGES][BM lines], 1 KiB of slack allocated
     Element* Bs = As + STAGES * A_TILE;              // [STAGES][the mode's B stage]
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * B_TILE);
+    char* staging = reinterpret_cast<char*>(Bs + STAGES * B_TILE);  // the epilogue's, 1024-byte aligned
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(staging + Epilogue::smem_bytes());
     unsigned long long* empty = full + STAGES;
 
     const int tiles = CEIL_DIV(M, BM) * CEIL_DIV(N, BN), ktiles = CEIL_DIV(K, BK);
@@ -195,16 +211,16 @@ __device__ __forceinline__ void tma_gemm(int M, int N, int K, const TensorMap& a
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (ktiles > 0 && lane == 0) barrier_arrive(empty + (use - 1) % STAGES);
-        store_accumulators<VEC>(C, reinterpret_cast<float(&)[1][BN / 8][4]>(acc), origin.x + consumer * 64 + warp * 16,
-                                origin.y, M, N, lane);
+        epilogue.template store<BN>(C, acc, staging, origin.x, origin.y, M, N, consumer, warp, lane);
     }
+    epilogue.finish();
 }
 
 template <int BM, int BN, int STAGES, int GROUP, bool VEC>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
 tc_tma_bf16(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
             const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, float* __restrict__ C) {
-    tma_gemm<TmaBf16, BM, BN, STAGES, GROUP, VEC, VEC>(M, N, K, a_map, b_map, A, B, C);
+    tma_gemm<TmaBf16, BM, BN, STAGES, GROUP, VEC>(M, N, K, a_map, b_map, A, B, C, DirectStores<VEC>());
 }
 
 // b_map: Bᵀ's (k_major_tf32). B is not read; VEC only chooses C's stores.
@@ -212,7 +228,7 @@ template <int BM, int BN, int STAGES, int GROUP, bool VEC>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
 tc_tma_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
             const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
-    tma_gemm<TmaTf32, BM, BN, STAGES, GROUP, true, VEC>(M, N, K, a_map, b_map, A, B, C);
+    tma_gemm<TmaTf32, BM, BN, STAGES, GROUP, true>(M, N, K, a_map, b_map, A, B, C, DirectStores<VEC>());
 }
 
 // B (K×N, row-major) to Bᵀ (N×K, rows ld floats apart), rounded to TF32: the K-major operand that TF32 wgmma reads.

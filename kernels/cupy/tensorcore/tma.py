@@ -1,8 +1,8 @@
-"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu, tc06_persistent.cu, tc07_registers.cu)
-are launched: each operand's tensor map (cuda.h's CUtensorMap) is encoded on the host by the driver
-(cuTensorMapEncodeTiled) and passed to the kernel by value; a persistent rung's grid is one block per SM; in TF32
-tc05 and tc06 first make the K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call to call (as
-cuBLAS keeps a workspace), and its time counts; tc07 reads B as it is stored (AS_STORED).
+"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu … tc08_tma_store.cu) are launched: each
+operand's tensor map (cuda.h's CUtensorMap) is encoded on the host by the driver (cuTensorMapEncodeTiled) and passed
+to the kernel by value; a persistent rung's grid is one block per SM; in TF32 tc05, tc06 and tc08 first make the
+K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call to call (as cuBLAS keeps a workspace), and its
+time counts; tc07 reads B as it is stored (AS_STORED); tc08 also gets C's tensor map, for its stores (STORED_BY_TMA).
 """
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from kernels.tiles import cdiv
 # The kernels' parameters, for explicit instantiations (tests) of a signature that differs from the ladder's.
 PARAMETERS = ("int, int, int, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, "
               "const {operand}*, const {operand}*, float*")
+STORE_PARAMETERS = ("int, int, int, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, "
+                    "const __grid_constant__ TensorMap, const {operand}*, const {operand}*, float*")  # tc08's
+STORE_ROWS = 64  # the rows of C's TMA box: a consumer warpgroup's
 LINE_BYTES = 128  # a swizzled line of k: the inner extent of every TMA box (64 bfloat16, 32 floats)
 TRANSPOSE_TILE = 32  # k_major_tf32's tiles, of 32 × 8 threads
 K_MAJOR = f"k_major_tf32<{TRANSPOSE_TILE}>"  # the kernel of a TMA rung's file that makes Bᵀ in TF32
@@ -74,6 +77,7 @@ class Launch:
     compiled: cupy_rung.Compiled
     k_major: Any = None
     buffers: dict = dataclasses.field(default_factory=dict)
+    c_map: bool = False  # the kernel stores C with TMA: it takes C's tensor map after B's
 
     def buffer(self, name: str, shape: tuple[int, int]):
         import cupy
@@ -127,6 +131,8 @@ def run(launch: Launch, a, b, c, stream) -> None:
             b_map = tensor_map(bt.data.ptr, n, k, ld, 4, cols)
             vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
         maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, rows), b_map)
+    if launch.c_map:  # C's rows 16-byte aligned where vec; the unaligned instance stores from registers
+        maps += (tensor_map(c.data.ptr, m, n, n, 4, STORE_ROWS) if vec else numpy.zeros((), _tensor_map_dtype())[()],)
     tiles = cdiv(m, rows) * cdiv(n, cols)
     blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if rung.persistent else tiles
     launch.compiled.kernels[vec]((blocks,), (rung.threads(params),),
@@ -134,13 +140,14 @@ def run(launch: Launch, a, b, c, stream) -> None:
                                  shared_mem=launch.compiled.smem, stream=stream)
 
 
-def _launcher(transposed: bool) -> cupy_rung.Launcher:
-    """A TMA rung's launch; `transposed`: in TF32 it reads the K-major Bᵀ that K_MAJOR makes first."""
+def _launcher(transposed: bool, c_map: bool = False) -> cupy_rung.Launcher:
+    """A TMA rung's launch; `transposed`: in TF32 it reads the K-major Bᵀ that K_MAJOR makes first; `c_map`: it
+    stores C with TMA."""
     def build(rung, mode, compiled):
         k_major = cupy_rung.module(rung, [K_MAJOR]).get_function(K_MAJOR) if transposed and mode == "tf32" else None
-        return Launch(compiled, k_major)
+        return Launch(compiled, k_major, c_map=c_map)
 
     return cupy_rung.Launcher(build, run, lambda rung, mode: ((K_MAJOR,),) if transposed and mode == "tf32" else ())
 
 
-TRANSPOSED, AS_STORED = _launcher(True), _launcher(False)
+TRANSPOSED, AS_STORED, STORED_BY_TMA = _launcher(True), _launcher(False), _launcher(True, c_map=True)
