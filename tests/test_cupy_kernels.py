@@ -108,9 +108,8 @@ def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spill
     variant = registry.load()[f"cupy/{rung.name}"]
     assert set(variant.modes) == set(rung.kernels)
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
-    parameters = tma.STORE_PARAMETERS if rung.launcher is tma.STORED_BY_TMA else tma.PARAMETERS
     report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a",
-                          parameters=parameters.format(operand=operand), mode=mode)
+                          parameters=tma.parameters(rung.launcher).format(operand=operand), mode=mode)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
     if "sass_unread" not in found:

@@ -1,8 +1,8 @@
-"""The tensor-core ladder, rung by rung: tc01_mma_sync.cu … tc08_tma_store.cu, each declared here in its order, with
-its kernel per mode (TF32 and BF16 where each applies; a BF16 kernel takes the same parameters as its TF32 one, BK
-counting 4-byte words along k). Compiled and launched as every CuPy rung is (kernels/cupy/rung.py); the rungs that copy
-with TMA (tc05 … tc08) are launched by tensorcore/tma.py, which encodes their tensor maps. wgmma reads MN-major B
-transposed only for 16-bit types, so tc04 is BF16 only; tc05 and tc07 show two ways around that in TF32.
+"""The tensor-core ladder, rung by rung: tc01_mma_sync.cu … tc09_registers_tma_store.cu, each declared here in its
+order, with its kernel per mode (TF32 and BF16 where each applies; a BF16 kernel takes the same parameters as its TF32
+one, BK counting 4-byte words along k). Compiled and launched as every CuPy rung is (kernels/cupy/rung.py); the rungs
+that copy with TMA (tc05 … tc09) are launched by tensorcore/tma.py, which encodes their tensor maps. wgmma reads
+MN-major B transposed only for 16-bit types, so tc04 is BF16 only; tc05 and tc07 show two ways around that in TF32.
 
 The register estimates in the checks were fitted to nvcc 13.5's ptxas; the tune stage still refuses a candidate that
 spills with the GPU node's compiler.
@@ -123,6 +123,7 @@ _TMA_STORE = {**_TMA, "template": ("BM", "BN", "STAGES", "GROUP", "BUFFERS"),
               "dynamic_smem": _tma_store_smem, "launcher": tma.STORED_BY_TMA}
 
 REGISTERS_COLUMNS = 128  # tc07's columns of C per block: two consumer warpgroups of 64 (RS_COLUMNS)
+REGISTERS_STORE_BYTES = 2 * 2 * STORE_BOX_BYTES  # tc09's staging, per BUFFERS: two warpgroups' pairs of 64×32 boxes
 
 
 def _registers_check(p) -> str | None:
@@ -179,4 +180,12 @@ RUNGS = declare(
          persistent=True,
          description="tc06 with C stored by TMA: each consumer warpgroup stages 32 columns at a time in swizzled "
                      "shared memory and goes on while the copy drains"),
+    Rung("tc09_registers_tma_store.cu", {"tf32": "tc_registers_tma_store_tf32"}, ("BM", "STAGES", "GROUP", "BUFFERS"),
+         {"BM": 256, "STAGES": 3, "GROUP": 8, "BUFFERS": 1},
+         {"BM": (128, 256), "STAGES": (3, 4, 5, 6), "GROUP": (8, 16), "BUFFERS": (1, 2)},
+         threads=lambda p: 3 * 128, tile=lambda p: (p["BM"], REGISTERS_COLUMNS), check=_registers_check, vec=True,
+         grid_1d=True, options=(SM90A,), persistent=True, launcher=tma.AS_STORED_STORED_BY_TMA,
+         dynamic_smem=lambda p: _smem({**p, "BN": REGISTERS_COLUMNS}) + p["BUFFERS"] * REGISTERS_STORE_BYTES,
+         description="tc07 with tc08's TMA stores: each consumer warpgroup transposes its Cᵀ accumulators into "
+                     "swizzled 64-row boxes and goes on while the copies drain"),
 )

@@ -19,6 +19,7 @@
 //    the tensor cores (they read TF32 from the float's top 19 bits).
 //  * Tiles in tc04's grouped order. Each block loops over tiles blockIdx.x, blockIdx.x + gridDim.x, …; this rung
 //    launches a block per tile, tc06 fewer blocks that persist.
+#pragma once  // included by tc06 … tc09, twice into tc09 (through tc07 and tc08)
 #include "tc04_wgmma.cu"
 
 // cuda.h's CUtensorMap: the 128-byte, 64-byte aligned descriptor of a TMA copy (NVRTC has no cuda.h).

@@ -52,17 +52,39 @@ __device__ __forceinline__ void load_b_fragments(unsigned (&f)[RS_K_TILE / 8][4]
             f[s][e] = __float_as_uint(to_tf32(bs[b_element(n0 + g + (e % 2) * 8, s * 8 + t + (e / 2) * 4)]));
 }
 
-template <int BM, int STAGES, int GROUP>
-__global__ void __launch_bounds__(3 * 128, 1)
-tc_registers_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
-                  const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+// How a consumer warpgroup's accumulators (its 64 columns of C as 64 rows of Cᵀ, the block's BM rows of C as Cᵀ's
+// columns) reach C: here each to its place, 4 bytes at a time (8 consecutive columns of C, one 32-byte sector, per row
+// a warp's store touches). tc09 stages them in shared memory for TMA stores; smem_bytes() is what it needs there.
+struct TransposedStores {
+    __device__ static constexpr int smem_bytes() { return 0; }
+    // acc[j] holds Cᵀ rows n_warp + g (+ 8), columns 8j + 2t (+ 1): C's rows 8j + 2t (+ 1) at column n_warp + g (+ 8)
+    template <int BM>
+    __device__ __forceinline__ void store(float* C, const float (&acc)[BM / 8][4], char*, int row0, int col0, int M,
+                                          int N, int n_warp, int lane) const {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int n = col0 + n_warp + g + (e / 2) * 8, m = row0 + j * 8 + 2 * t + e % 2;
+                if (m < M && n < N) C[m * N + n] = acc[j][e];
+            }
+    }
+    __device__ __forceinline__ void finish() const {}
+};
+
+// The kernel's body; Epilogue: how the consumers store C (TransposedStores, or tc09's staged TMA stores).
+template <int BM, int STAGES, int GROUP, class Epilogue>
+__device__ __forceinline__ void registers_gemm(int M, int N, int K, const TensorMap& a_map, const TensorMap& b_map,
+                                               float* __restrict__ C, const Epilogue& epilogue) {
     constexpr int BK = RS_K_TILE, BN = RS_COLUMNS, A_TILE = BM * BK, B_TILE = BK * BN;
     static_assert(BM == 128 || BM == 256, "one m64nBMk8 per k-step");
     extern __shared__ float4 smem[];
     char* base = reinterpret_cast<char*>(smem);  // aligned by an offset, so the loads stay shared-memory loads
     float* As = reinterpret_cast<float*>(base + (1024 - shared_address(base) % 1024) % 1024);  // [STAGES][BM lines]
     float* Bs = As + STAGES * A_TILE;  // [STAGES][BN / 32 blocks][BK lines]
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * B_TILE);
+    char* staging = reinterpret_cast<char*>(Bs + STAGES * B_TILE);  // the epilogue's, 1024-byte aligned
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(staging + Epilogue::smem_bytes());
     unsigned long long* empty = full + STAGES;
 
     const int tiles = CEIL_DIV(M, BM) * CEIL_DIV(N, BN), ktiles = CEIL_DIV(K, BK);
@@ -119,14 +141,14 @@ tc_registers_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, 
         if (kt < ktiles) k_tile(fragments[0], kt);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (ktiles > 0 && lane == 0) barrier_arrive(empty + (use - 1) % STAGES);
-        // acc[j] holds Cᵀ rows n_warp + g (+ 8), columns 8j + 2t (+ 1): C's rows 8j + 2t (+ 1) at column n_warp + g (+ 8)
-        const int g = lane / 4, t = lane % 4;
-#pragma unroll
-        for (int j = 0; j < BM / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int n = origin.y + n_warp + g + (e / 2) * 8, m = origin.x + j * 8 + 2 * t + e % 2;
-                if (m < M && n < N) C[m * N + n] = acc[j][e];
-            }
+        epilogue.template store<BM>(C, acc, staging, origin.x, origin.y, M, N, n_warp, lane);
     }
+    epilogue.finish();
+}
+
+template <int BM, int STAGES, int GROUP>
+__global__ void __launch_bounds__(3 * 128, 1)
+tc_registers_tf32(int M, int N, int K, const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
+                  const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+    registers_gemm<BM, STAGES, GROUP>(M, N, K, a_map, b_map, C, TransposedStores());
 }

@@ -1,8 +1,9 @@
-"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu … tc08_tma_store.cu) are launched: each
-operand's tensor map (cuda.h's CUtensorMap) is encoded on the host by the driver (cuTensorMapEncodeTiled) and passed
-to the kernel by value; a persistent rung's grid is one block per SM; in TF32 tc05, tc06 and tc08 first make the
-K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call to call (as cuBLAS keeps a workspace), and its
-time counts; tc07 reads B as it is stored (AS_STORED); tc08 also gets C's tensor map, for its stores (STORED_BY_TMA).
+"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu … tc09_registers_tma_store.cu) are
+launched: each operand's tensor map (cuda.h's CUtensorMap) is encoded on the host by the driver
+(cuTensorMapEncodeTiled) and passed to the kernel by value; a persistent rung's grid is one block per SM; in TF32 tc05,
+tc06 and tc08 first make the K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call to call (as
+cuBLAS keeps a workspace), and its time counts; tc07 and tc09 read B as it is stored (AS_STORED); tc08 and tc09 also
+get C's tensor map, for their stores (STORED_BY_TMA, AS_STORED_STORED_BY_TMA).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kernels.tiles import cdiv
 PARAMETERS = ("int, int, int, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, "
               "const {operand}*, const {operand}*, float*")
 STORE_PARAMETERS = ("int, int, int, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, "
-                    "const __grid_constant__ TensorMap, const {operand}*, const {operand}*, float*")  # tc08's
+                    "const __grid_constant__ TensorMap, const {operand}*, const {operand}*, float*")  # tc08's, tc09's
 STORE_ROWS = 64  # the rows of C's TMA box: a consumer warpgroup's
 LINE_BYTES = 128  # a swizzled line of k: the inner extent of every TMA box (64 bfloat16, 32 floats)
 TRANSPOSE_TILE = 32  # k_major_tf32's tiles, of 32 × 8 threads
@@ -129,7 +130,8 @@ def run(launch: Launch, a, b, c, stream) -> None:
             launch.k_major((cdiv(n, TRANSPOSE_TILE), cdiv(k, TRANSPOSE_TILE)), (TRANSPOSE_TILE, 8),
                            (numpy.int32(k), numpy.int32(n), numpy.int32(ld), b, bt), stream=stream)
             b_map = tensor_map(bt.data.ptr, n, k, ld, 4, cols)
-            vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's float2 stores
+        if rung.vec:  # C's rows 16-byte aligned: float2 stores, or a tensor map of C
+            vec = n % 4 == 0 and c.data.ptr % 16 == 0
         maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, rows), b_map)
     if launch.c_map:  # C's rows 16-byte aligned where vec; the unaligned instance stores from registers
         maps += (tensor_map(c.data.ptr, m, n, n, 4, STORE_ROWS) if vec else numpy.zeros((), _tensor_map_dtype())[()],)
@@ -150,4 +152,10 @@ def _launcher(transposed: bool, c_map: bool = False) -> cupy_rung.Launcher:
     return cupy_rung.Launcher(build, run, lambda rung, mode: ((K_MAJOR,),) if transposed and mode == "tf32" else ())
 
 
-TRANSPOSED, AS_STORED, STORED_BY_TMA = _launcher(True), _launcher(False), _launcher(True, c_map=True)
+TRANSPOSED, AS_STORED = _launcher(True), _launcher(False)
+STORED_BY_TMA, AS_STORED_STORED_BY_TMA = _launcher(True, c_map=True), _launcher(False, c_map=True)  # tc08, tc09
+
+
+def parameters(launcher: cupy_rung.Launcher) -> str:
+    """The parameters of a TMA rung's kernels, for explicit instantiations (tests)."""
+    return STORE_PARAMETERS if launcher in (STORED_BY_TMA, AS_STORED_STORED_BY_TMA) else PARAMETERS
