@@ -114,6 +114,9 @@ def test_command_line_strings_are_read_as_the_schema_types():
                            "timing": {"budget_s": "2.5"}, "max_size": {"cpu": "512"}, "families": ["cpu"]})
     assert cfg["sizes"] == [1024, 4096] and cfg["tune"]["enabled"] is False and cfg["tune"]["sizes"] == [512]
     assert cfg["timing"]["budget_s"] == 2.5 and cfg["max_size"] == {"cpu": 512}
+    # a variant's parameters too (they reached its build as strings: "can only concatenate str (not int) to str")
+    cfg = config.validate({"params": {"cupy/tc07_registers": {"BM": "256", "GROUP": "8", "name": "x"}}})
+    assert cfg["params"] == {"cupy/tc07_registers": {"BM": 256, "GROUP": 8, "name": "x"}}
     with pytest.raises(config.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
         config.validate({"sizes": ["big"]})
 
