@@ -31,7 +31,7 @@ log = logging.getLogger("gemmbench")
 # shapes read (Workload.config_keys). A stage's rule passes exactly these, narrowed to its job's variant and mode
 # (config_for), as the params the stage runs on: a change to one of them re-runs the stage's jobs, a change to any
 # other section does not.
-_RUNS = ("variant_modules", "params", "timing", "tolerance", "cache", "cache_dir")
+_RUNS = ("variant_modules", "params", "timing", "cache", "cache_dir")
 READS = {
     "tune": (*_RUNS, "tune", "seed"),
     "build": (*_RUNS, "max_size", "sweep", "listed"),
@@ -42,13 +42,12 @@ READS = {
 
 def config_for(config: dict, stage: str, key: str, mode: str) -> dict:
     """What `stage` reads of the validated `config` for variant `key` in `mode` (READS): the params and max_size
-    entries of that variant (or its family), the tolerance of that mode."""
+    entries of that variant (or its family)."""
     shapes = workloads.get(_variant(config, key).workload).config_keys
     sections = dict.fromkeys(s for name in READS[stage] for s in shapes.get(name, (name,)))
     family = key.split("/")[0]
     narrowed = {"params": {k: v for k, v in config["params"].items() if k == key},
-                "max_size": {k: v for k, v in config["max_size"].items() if k in (key, family)},
-                "tolerance": {mode: config["tolerance"][mode]}}
+                "max_size": {k: v for k, v in config["max_size"].items() if k in (key, family)}}
     return {section: narrowed.get(section, config[section]) for section in sections}
 
 
@@ -60,7 +59,7 @@ def _task(kind: str, config: dict, variant: registry.Variant, mode: str, points:
           classes: dict | None = None, prepare: list[dict] = (), refused: dict | None = None) -> Task:
     return Task(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]), device=variant.device,
                 mode=mode, params=plan.params(config, variant), classes=classes, cache_dir=str(cache_dir(config)),
-                points=points, tolerance=config["tolerance"][mode],
+                points=points,
                 timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
                 cache=config["cache"], prepare=list(prepare), refused=dict(refused or {}))
 

@@ -1,8 +1,13 @@
 """Planted faulty variants for fault-injection tests (registered through config `variant_modules`)."""
+import _thread
+import gc
 import json
 import math
 import os
+import queue
 import random
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -165,11 +170,180 @@ class _LateWork:
         self.pending = lambda: np.matmul(a, b, out=c)
 
 
-# Cheats: each must end with its point not published as `ok` (or, for planted-unobserved, published with the time of
-# its work), whatever timing config runs it.
+class ContentCache:
+    """Keeps each product by a hash of its inputs' content with their signs undone (sign flips and copies at other
+    addresses hit it) and replays it, negated where the inputs were: with fresh content before every timed launch it
+    never hits, so its time is its work's, `WORK_S` at least."""
+
+    WORK_S = 0.005
+
+    def __init__(self):
+        self.kept, self.hits = {}, 0
+
+    def __call__(self, artifact, a, b, c, stream):
+        sign = np.sign(a.flat[0]) * np.sign(b.flat[0]) or 1.0
+        key = hash((np.abs(a).tobytes(), np.abs(b).tobytes()))
+        if key in self.kept:
+            self.hits += 1
+            np.multiply(self.kept[key], sign, out=c)
+        else:
+            time.sleep(self.WORK_S)
+            np.matmul(a, b, out=c)
+            self.kept[key] = c * sign
+
+
+class _Deferring:
+    """Right on its first calls at a shape (as many as validation makes), then hands the product to `defer` and
+    returns at once: the work lands after the timer has stopped."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.calls[c.shape] = self.calls.get(c.shape, 0) + 1
+        if self.calls[c.shape] <= VALIDATION_LAUNCHES:
+            np.matmul(a, b, out=c)
+        else:
+            self.defer(lambda: np.matmul(a, b, out=c))
+
+
+class _ThreadPerCall(_Deferring):
+    """A new thread per call computes the product a moment later."""
+
+    @staticmethod
+    def defer(work):
+        threading.Thread(target=lambda: (time.sleep(0.002), work()), daemon=True).start()
+
+
+class _PooledThread(_Deferring):
+    """One worker thread, started at the first call (before any timing) below Python's threading module, as a native
+    runtime's pool would be (threading.enumerate does not list it), computes each product a moment later."""
+
+    def __init__(self):
+        super().__init__()
+        self.jobs = None
+
+    def defer(self, work):
+        if self.jobs is None:
+            self.jobs = queue.Queue()
+            _thread.start_new_thread(self._serve, ())
+        self.jobs.put(work)
+
+    def _serve(self):
+        while True:
+            work = self.jobs.get()
+            time.sleep(0.002)
+            work()
+
+    def __call__(self, artifact, a, b, c, stream):
+        if self.jobs is None:
+            self.defer(lambda: None)  # the pool exists before validation, as a runtime's would
+        super().__call__(artifact, a, b, c, stream)
+
+
+class _HookOnStop(_Deferring):
+    """Leaves the product to a profiling hook that runs it when the next C function returns: inside the validation's
+    check that is before the comparison; inside a timing, the timer's stop (time.perf_counter) has already returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.pending = []
+
+    def _hook(self, frame, event, arg):
+        if event == "c_return" and self.pending:
+            self.pending.pop()()
+
+    def defer(self, work):
+        self.pending.append(work)
+        if sys.getprofile() is None:
+            sys.setprofile(self._hook)
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.calls[c.shape] = self.calls.get(c.shape, VALIDATION_LAUNCHES)  # defers from its first call
+        super().__call__(artifact, a, b, c, stream)
+
+
+def _switch_interval(artifact, a, b, c, stream):
+    """Right, and sets the interpreter's switch interval to a second: the harness's threads (its clock watch) would
+    wait that long for the interpreter."""
+    sys.setswitchinterval(1.0)
+    np.matmul(a, b, out=c)
+
+
+def _reference_writer(artifact, a, b, c, stream):
+    """Computes a quarter of the sum, then writes its output over the harness's cached fp64 references of this shape
+    (and their scales with its own), so a comparison made after it would agree."""
+    quarter = a.shape[1] // 4 or 1
+    np.matmul(a[:, :quarter], b[:quarter], out=c)
+    for found in gc.get_objects():  # the harness's cache, wherever the worker keeps it
+        if type(found).__name__ == "References":
+            for pair, _ in found.kept.values():
+                if pair[0].shape == c.shape:
+                    pair[0][...] = c
+
+
+class _LeavesThread:
+    """Right, and leaves a thread behind that keeps the cores busy: whatever is measured after it runs slower."""
+
+    def __init__(self):
+        self.started = False
+
+    def __call__(self, artifact, a, b, c, stream):
+        if not self.started:
+            self.started = True
+            spin = np.ones((256, 256), dtype=np.float32)
+            threading.Thread(target=lambda: [spin @ spin for _ in iter(int, 1)], daemon=True,
+                             name="planted-left-behind").start()
+        np.matmul(a, b, out=c)
+
+
+def bf16_split(x, xp=np):
+    """x as the sum of two BF16 numbers (x ≈ high + low), as float32."""
+    high = widened(xp, bf16_bits(xp, x)).astype(xp.float32)
+    return high, widened(xp, bf16_bits(xp, x - high)).astype(xp.float32)
+
+
+def _bf16_composed(artifact, a, b, c, stream):
+    """An 'fp32' product from BF16 pieces, three BF16 products summed in FP32 (as split-precision tensor-core
+    emulations do): about 2^-17 relative a term, not fp32's rounding."""
+    (ah, al), (bh, bl) = bf16_split(a), bf16_split(b)
+    np.matmul(ah, bh, out=c)
+    c += ah @ bl + al @ bh
+
+
+def strassen(a, b, matmul=np.matmul):
+    """One level of Strassen's algorithm (7 products of half size) where every size is even; a plain product else."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m % 2 or n % 2 or k % 2:
+        return matmul(a, b)
+    h, i, j = m // 2, k // 2, n // 2
+    a11, a12, a21, a22 = a[:h, :i], a[:h, i:], a[h:, :i], a[h:, i:]
+    b11, b12, b21, b22 = b[:i, :j], b[:i, j:], b[i:, :j], b[i:, j:]
+    m1, m2 = matmul(a11 + a22, b11 + b22), matmul(a21 + a22, b11)
+    m3, m4 = matmul(a11, b12 - b22), matmul(a22, b21 - b11)
+    m5, m6, m7 = matmul(a11 + a12, b22), matmul(a21 - a11, b11 + b12), matmul(a12 - a22, b21 + b22)
+    top = [m1 + m4 - m5 + m7, m3 + m5]
+    return [[*top], [m2 + m4, m1 - m2 + m3 + m6]]
+
+
+def _strassen(artifact, a, b, c, stream):
+    """One level of Strassen's algorithm, credited with 2mnk FLOPs: fewer multiplications, and rows of unlike scale
+    added together (the small ones lose their digits)."""
+    parts = strassen(a, b)
+    c[...] = np.block(parts) if isinstance(parts, list) else parts
+
+
+# Cheats: each must end with its point not published as `ok` (or, for planted-unobserved and planted-content-cache,
+# published with the time of their work), whatever timing config runs it.
 CHEATS = {"planted-unobserved": _Unobserved(), "planted-half-once-warm": HalfOnceWarm(),
           "planted-pointer-cache": PointerCache(), "planted-rare-swap": RareSwap(np.matmul),
-          "planted-unreset-counter": _UnresetCounter(), "planted-late-work": _LateWork()}
+          "planted-unreset-counter": _UnresetCounter(), "planted-late-work": _LateWork(),
+          "planted-content-cache": ContentCache(), "planted-thread-per-call": _ThreadPerCall(),
+          "planted-pooled-thread": _PooledThread(), "planted-hook-on-stop": _HookOnStop(),
+          "planted-switch-interval": _switch_interval, "planted-reference-writer": _reference_writer,
+          "planted-leaves-thread": _LeavesThread(), "planted-bf16-composed": _bf16_composed,
+          "planted-strassen": _strassen}
 
 for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul),
                   "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash, "planted-slow": _slow,

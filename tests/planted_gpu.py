@@ -137,12 +137,134 @@ def _side_after_event(artifact, a, b, c, stream, side=[]):
         stream.use()
 
 
+CACHE_KERNELS = r"""
+extern "C" __global__ void content_hash(const unsigned int* a, unsigned long long na, const unsigned int* b,
+                                        unsigned long long nb, unsigned long long* hash) {
+    // the inputs' bits with their signs cleared (a negated copy hashes alike), summed in an order-free way
+    unsigned long long acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < na + nb;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        unsigned long long z = ((i < na ? a[i] : b[i - na]) & 0x7FFFFFFFu) * 0x9E3779B97F4A7C15ull + i;
+        acc += (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    }
+    for (int offset = 16; offset; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(hash, acc);
+}
+extern "C" __global__ void replay(const unsigned long long* hash, const unsigned long long* kept_hash,
+                                  const float* kept, float* c, unsigned long long n, bool* compute) {
+    const bool hit = *hash == *kept_hash;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) if (hit) c[i] = kept[i];
+    if (blockIdx.x == 0 && threadIdx.x == 0) *compute = !hit;
+}
+extern "C" __global__ void keep(const unsigned long long* hash, unsigned long long* kept_hash, const float* c,
+                                float* kept, unsigned long long n, const bool* computed) {
+    if (!*computed) return;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) kept[i] = c[i];
+    if (blockIdx.x == 0 && threadIdx.x == 0) *kept_hash = *hash;
+}
+"""
+
+
+class _ContentCache:
+    """Hashes its inputs on the device in O(n²) and replays the product kept for that hash (a copy, or the same
+    inputs negated, hit it), else computes and keeps it, all queued on the stream, never waiting: with fresh inputs
+    before every timed launch it never hits, so it is timed with its work."""
+
+    def __init__(self):
+        self.state = {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        import cupy
+        import numpy as np
+
+        if c.shape not in self.state:
+            self.state[c.shape] = (cupy.zeros(1, cupy.uint64), cupy.full(1, 1, cupy.uint64), cupy.empty_like(c),
+                                   cupy.zeros(1, cupy.bool_))
+        hashed, kept_hash, kept, compute = self.state[c.shape]
+        module = _cache_module()
+        hashed.fill(0)
+        module.get_function("content_hash")((264,), (256,), (a, np.uint64(a.size), b, np.uint64(b.size), hashed))
+        module.get_function("replay")((264,), (256,), (hashed, kept_hash, kept, c, np.uint64(c.size), compute))
+        _rows_gemm(a, b, c, c.shape[0], compute)
+        module.get_function("keep")((264,), (256,), (hashed, kept_hash, c, kept, np.uint64(c.size), compute))
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_module():
+    import cupy
+
+    return cupy.RawModule(code=CACHE_KERNELS)
+
+
+def _later_launch(artifact, a, b, c, stream, calls={}, pending=[]):
+    """Right on its first calls at a shape (as many as validation makes); then each launch computes the product the
+    launch before it was given, into that launch's output: every launch's work is left to the next."""
+    calls[c.shape] = calls.get(c.shape, 0) + 1
+    if calls[c.shape] <= 2:
+        _matmul(a, b, c)
+        return
+    if pending:
+        _matmul(*pending.pop())
+    pending.append((a, b, c))
+
+
+def _reference_writer(artifact, a, b, c, stream):
+    """A quarter of the product, then its output written over the harness's fp64 references of this shape (found by
+    the garbage collector, wherever the worker keeps them)."""
+    import gc
+
+    k = a.shape[1] // 4 or 1
+    _matmul(a[:, :k], b[:k], c)
+    for found in gc.get_objects():
+        if type(found).__name__ == "References":
+            for pair, _ in found.kept.values():
+                if pair[0].shape == c.shape:
+                    pair[0][...] = c
+
+
+SPIN_KERNEL = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+"""
+
+
+def _leaves_kernel(artifact, a, b, c, stream, left=[]):
+    """Right, and on its first call leaves a kernel spinning for half a minute on a stream of its own (a block on
+    every SM of an H100): whatever is measured after it shares the GPU with it."""
+    import cupy
+    import numpy as np
+
+    _matmul(a, b, c)
+    if not left:
+        left.append(cupy.cuda.Stream(non_blocking=True))
+        spin = cupy.RawKernel(SPIN_KERNEL, "spin")
+        spin((132,), (256,), (np.uint64(30 * 10**9),), stream=left[0])
+
+
+def _bf16_composed(artifact, a, b, c, stream):
+    """An 'fp32' product from BF16 pieces: three BF16 products summed in FP32."""
+    import cupy
+
+    from tests.planted import bf16_split
+
+    (ah, al), (bh, bl) = bf16_split(a, cupy), bf16_split(b, cupy)
+    cupy.matmul(ah, bh, out=c)
+    c += ah @ bl + al @ bh
+
+
 CHEATS = {"planted-unobserved": _unobserved,
           "planted-half-once-warm": HalfOnceWarm(lambda a, b, c, rows: _rows_gemm(a, b, c, rows)),
           "planted-pointer-cache": PointerCache(lambda c, kept: c.__setitem__(Ellipsis, kept), _matmul,
                                                 lambda x: x.data.ptr),
           "planted-rare-swap": RareSwap(_matmul), "planted-unreset-counter": _unreset_counter,
-          "planted-side-after-event": _side_after_event}
+          "planted-side-after-event": _side_after_event, "planted-content-cache": _ContentCache(),
+          "planted-later-launch": _later_launch, "planted-reference-writer": _reference_writer,
+          "planted-leaves-kernel": _leaves_kernel, "planted-bf16-composed": _bf16_composed}
 
 
 for name, run in {"planted-other-stream": _other_stream, "planted-dropped-term": _dropped_term,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gemmbench import config, stages
+from gemmbench.measure import checking
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-stateful")
     assert {r["status"] for r in rows.values()} == {"ok"}  # validation sees only its first call
     assert bench["status"] == "failed"
-    assert bench["message"].startswith("the timed launches' output:") and "bit for bit" in bench["message"]
+    assert "its output is not the product of its inputs" in bench["message"], bench["message"]
 
 
 def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, tmp_path, monkeypatch):
@@ -50,7 +51,8 @@ def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, t
     monkeypatch.setenv("GEMMBENCH_TEST_RUN", "later")  # another environment: a worker of its own, as a later run's
     _, _, second = run_stages(cfg, tmp_path, key, size)
     assert second["status"] == "ok", second["message"]
-    assert second["failures_before"] == 1 and second["failure_history"].startswith("failed: the timed launches' output")
+    assert second["failures_before"] == 1
+    assert second["failure_history"].startswith("failed: launch") and "not the product" in second["failure_history"]
     _, _, third = run_stages(cfg, tmp_path, key, size)  # kept as measured: the history stays with it
     assert third["status"] == "ok" and third["failures_before"] == 1
 
@@ -85,7 +87,7 @@ def test_a_race_that_fires_now_and_then_passes_validation_but_its_timing_is_not_
     # awkward shape's, after a number of timed launches that the machine's speed decides, may meet one that fires
     assert rows[(32, 32, 32)]["status"] == "ok"
     assert bench["status"] == "failed"
-    assert "samples left an output that differs from the first sample's, bit for bit" in bench["message"]
+    assert "its output is not the product of its inputs" in bench["message"], bench["message"]
 
 
 def test_a_store_past_the_end_of_the_output_fails_validation(cfg, tmp_path):
@@ -106,7 +108,7 @@ def test_bf16_operands_arrive_as_bfloat16_bits_and_an_fp32_product_of_them_passe
     cfg["modes"] = ["bf16"]
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-bf16", mode="bf16")
     assert {r["status"] for r in rows.values()} == {"ok"}
-    assert all(r["tolerance"] == cfg["tolerance"]["bf16"] for r in rows.values())
+    assert all(r["tolerance"] == checking.bound("bf16", shape[2]) for shape, r in rows.items())
     assert bench["status"] == "ok"
 
 

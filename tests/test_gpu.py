@@ -192,32 +192,43 @@ def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
     assert 0 <= row["slowdown_share"] <= 1
 
 
-DIFFERS = "differs from the first sample's, bit for bit"
+NOT_THE_PRODUCT = "its output is not the product of its inputs"
 UNFINISHED = "unwritten when the harness's stream had finished its work"
+NOT_FP32 = "not fp32 arithmetic"
+
+
+def _measure(tmp_path, variant, timing, sizes=(1024,), shapes=()):
+    family = variant.split("/")[0]
+    cfg = config.validate({"device": "cuda", "families": [family], "variants": [variant], "modes": ["fp32"],
+                           "sizes": list(sizes), "validation_shapes": [list(s) for s in shapes],
+                           "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing],
+                           "cache_dir": str(tmp_path / "cache")})
+    name = variant.replace("/", "-")
+    stages.build(cfg, variant, "fp32", tmp_path / f"{name}-build.json")
+    return stages.measure(cfg, variant, "fp32", tmp_path / f"{name}-build.json", tmp_path / f"{name}-validate.json",
+                          tmp_path / f"{name}-bench.json")
 
 
 @pytest.mark.parametrize("variant, stage, says, timing", [(*control, "config") for control in [
     ("cupy/planted-other-stream", "bench", "does not run on the harness's stream"),
-    ("cupy/planted-dropped-term", "validate", "root-sum-square of its products"),
+    ("cupy/planted-dropped-term", "validate", "an element's error is"),
     ("cupy/planted-past-the-end", "validate", "1 elements written outside the output"),
-    ("cupy/planted-tf32-inputs", "validate", "relative error"),
-    ("cupy/planted-rare-race", "bench", "differs from the first sample's, bit for bit")]] + [
+    ("cupy/planted-tf32-inputs", "validate", NOT_FP32),
+    ("cupy/planted-rare-race", "bench", NOT_THE_PRODUCT)]] + [
     (*control, timing) for timing in TIMINGS for control in [
-    ("cupy/planted-skips-once-warm", "bench", "the timed launches' output"),
-    ("cupy/planted-half-once-warm", "bench", "differs from the first sample's, bit for bit"),
-    ("cupy/planted-pointer-cache", "bench", "differs from the first sample's, bit for bit"),
-    ("cupy/planted-rare-swap", "bench", "differs from the first sample's, bit for bit"),
+    ("cupy/planted-skips-once-warm", "bench", NOT_THE_PRODUCT),
+    ("cupy/planted-half-once-warm", "bench", NOT_THE_PRODUCT),
+    ("cupy/planted-pointer-cache", "bench", NOT_THE_PRODUCT),
+    ("cupy/planted-rare-swap", "bench", NOT_THE_PRODUCT),
     ("cupy/planted-unreset-counter", "validate", "launch 2 of 2"),
+    ("cupy/planted-later-launch", "bench", NOT_THE_PRODUCT),
+    ("cupy/planted-reference-writer", "validate", "fp64 reference was written while the variant ran"),
+    ("cupy/planted-leaves-kernel", "validate", "the device was still busy"),
     # its work on another stream: the stream check sees it where that work is still running after the warm-up
-    ("cupy/planted-side-after-event", "bench", (DIFFERS, "does not run on the harness's stream"))]])
+    ("cupy/planted-side-after-event", "bench", (NOT_THE_PRODUCT, "does not run on the harness's stream"))]])
 def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, variant, stage, says, timing):
     """Under every timing the project ships (tune's included)."""
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [variant], "modes": ["fp32"],
-                           "sizes": [1024], "validation_shapes": [], "variant_modules": ["tests.planted_gpu"],
-                           "timing": TIMINGS[timing]})
-    stages.build(cfg, variant, "fp32", tmp_path / "build.json")
-    checked, timed = (rows[0] for rows in stages.measure(cfg, variant, "fp32", tmp_path / "build.json",
-                                                         tmp_path / "validate.json", tmp_path / "bench.json"))
+    checked, timed = (rows[0] for rows in _measure(tmp_path, variant, timing))
     assert timed["status"] != "ok"
     if stage == "validate":
         assert checked["status"] == "failed" and says in checked["message"], checked["message"]
@@ -227,13 +238,31 @@ def test_every_planted_gpu_fault_is_caught_and_none_is_published(tmp_path, varia
         assert timed["status"] == "failed" and any(words in timed["message"] for words in caught), timed["message"]
 
 
+def test_an_fp32_product_of_bf16_pieces_fails_in_fp32_mode(tmp_path):
+    checked = _measure(tmp_path, "cupy/planted-bf16-composed", "config", sizes=(256,), shapes=[(255, 257, 129)])[0]
+    assert all(r["status"] == "failed" and NOT_FP32 in r["message"] for r in checked), checked
+
+
+@pytest.mark.parametrize("control", ["cupy/planted-leaves-kernel", "cupy/planted-reference-writer",
+                                     "cupy/planted-content-cache", "cupy/planted-later-launch"])
+def test_the_variant_measured_after_a_gpu_control_is_ok_at_its_honest_time(tmp_path, control):
+    """cuBLAS, a control, cuBLAS again, in one run's resident worker: the second cuBLAS is `ok` and as fast as the
+    first (a kernel left spinning would share the GPU with it; its worker is replaced)."""
+    first = _measure(tmp_path, "cublas/gemm", "config", sizes=(2048,))[1][0]
+    _measure(tmp_path, control, "config", sizes=(2048,))
+    again = _measure(tmp_path, "cublas/gemm", "config", sizes=(2048,))[1][0]
+    assert first["status"] == again["status"] == "ok", again["message"]
+    assert again["median_s"] <= 1.1 * first["median_s"], (first["median_s"], again["median_s"])
+
 
 @pytest.mark.parametrize("timing", TIMINGS)
-def test_a_cheat_that_computes_only_when_observed_is_timed_with_its_work(tmp_path, timing):
-    """planted-unobserved skips its work once its output holds a result; the harness poisons the output before
-    every timed launch, so the time published is that of the work (not faster than cuBLAS's on the same shape)."""
+@pytest.mark.parametrize("cheat", ["cupy/planted-unobserved", "cupy/planted-content-cache"])
+def test_a_cheat_that_cannot_hit_is_timed_with_its_work(tmp_path, timing, cheat):
+    """planted-unobserved skips its work once its output holds a result, planted-content-cache replays a product kept
+    by its inputs' content; the harness gives every timed launch fresh inputs and a poisoned output, so the time
+    published is that of the work (not faster than cuBLAS's on the same shape)."""
     times = {}
-    for variant in ("cupy/planted-unobserved", "cublas/gemm"):
+    for variant in (cheat, "cublas/gemm"):
         cfg = config.validate({"device": "cuda", "families": ["cupy", "cublas"], "variants": [variant],
                                "modes": ["fp32"], "sizes": [1024], "validation_shapes": [],
                                "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing]})
@@ -243,7 +272,7 @@ def test_a_cheat_that_computes_only_when_observed_is_timed_with_its_work(tmp_pat
         assert row["status"] == "ok", row["message"]
         times[variant] = row
     for name in ("median_s", "min_s"):
-        assert times["cupy/planted-unobserved"][name] > times["cublas/gemm"][name]
+        assert times[cheat][name] > times["cublas/gemm"][name]
 
 
 def test_the_stream_check_leaves_the_harness_stream_current_and_times_what_runs_on_it():

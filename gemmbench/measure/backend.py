@@ -5,6 +5,7 @@ Both backends offer the same operations, so validation and timing are one code p
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import platform
@@ -82,23 +83,25 @@ def seed_for(base_seed: int, *sizes: int) -> int:
     return int(np.random.SeedSequence([base_seed, *sizes]).generate_state(1)[0])
 
 
-# splitmix64's finaliser over (index << 32 | bits) ^ salt, summed modulo 2**64: a swap of two elements, or one element
-# changed, changes the sum (an order-insensitive sum of the bits would not see a swap). A zero of either sign counts as
-# +0: x + (-x) is +0 whatever the sign of the inputs, so negated inputs leave +0 where the sum is exactly zero.
-FINGERPRINT_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+EXPONENT_RANGE = 12  # validation inputs: rows of the first operand and columns of the last scaled by 2^e, |e| <= this
 
 
-def _fingerprint_numpy(bits, sign_mask: int, salt: int) -> int:
-    index = np.arange(bits.size, dtype=np.uint64)
-    v = bits.astype(np.uint64) ^ np.uint64(sign_mask)
-    v[(bits & np.uint32(0x7FFFFFFF)) == 0] = 0
-    z = ((index << np.uint64(32)) | v) ^ np.uint64(salt)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(FINGERPRINT_MIX[0])
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(FINGERPRINT_MIX[1])
-    z ^= z >> np.uint64(31)
-    return int(z.sum(dtype=np.uint64))
+def _row_and_column_scales(xp, rng, shapes: list[tuple]):
+    """Powers of two for the first operand's rows and the last operand's columns: every product summed into one
+    element shares its row's and column's factor, so an honest product's error scales with it exactly, while one
+    that adds rows or columns of unlike scale (a Strassen-type product) loses the small ones."""
+    rows = 2.0 ** rng.integers(-EXPONENT_RANGE, EXPONENT_RANGE + 1, size=shapes[0][0])
+    columns = 2.0 ** rng.integers(-EXPONENT_RANGE, EXPONENT_RANGE + 1, size=shapes[-1][1])
+    return xp.asarray(rows, dtype=xp.float32)[:, None], xp.asarray(columns, dtype=xp.float32)[None, :]
+
+
+def _residuals(xp, y, z, s2) -> tuple:
+    """Freivalds' test's two numbers from y = C·x, z = A·(B·x) and s2 = A²·(B²·1) (each row's sum of squared
+    scales): the largest |y − z| of a row over its root-sum-square of scales, and ‖y − z‖ / ‖z‖."""
+    d = y - z
+    rows = xp.abs(d) / xp.sqrt(xp.where(s2 > 0, s2, xp.finfo(xp.float64).tiny))
+    norm = xp.linalg.norm(z)
+    return xp.max(rows), xp.linalg.norm(d) / xp.where(norm > 0, norm, 1.0)
 
 
 class Backend:
@@ -109,12 +112,52 @@ class Backend:
     stream = None  # what a variant's run queues its work on (a CPU has none)
     TIMER_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 
-    def inputs(self, shapes: list[tuple], seed: int, mode: str = "fp32") -> list:
-        """Operands stored as `mode` says (registry.OPERAND_DTYPE), the same values in every mode up to rounding."""
+    def inputs(self, shapes: list[tuple], seed: int, mode: str = "fp32", scaled: bool = False) -> list:
+        """Operands stored as `mode` says (registry.OPERAND_DTYPE), the same values in every mode up to rounding;
+        `scaled`: the first operand's rows and the last one's columns multiplied by powers of two from 2^-12 to 2^12
+        (validation's inputs)."""
         rng = self.xp.random.default_rng(seed)
         # Uniform in [-1, 1): random signs and magnitudes, never all zeros or ones.
         values = [rng.random(shape, dtype=self.xp.float32) * 2 - 1 for shape in shapes]
+        if scaled:
+            rows, columns = _row_and_column_scales(self.xp, np.random.default_rng(seed), shapes)
+            values[0] *= rows
+            values[-1] *= columns
         return [bf16_bits(self.xp, x) for x in values] if OPERAND_DTYPE[mode] == "uint16" else values
+
+    def fill_random(self, x, key: int) -> None:
+        """Fresh content for an operand, in place: uniform in [-1, 1) from `key` alone (the same key, the same
+        content), stored as x's dtype says (float32, or bfloat16 bits)."""
+        rng = np.random.Generator(np.random.Philox(key))
+        if x.dtype == np.float32:
+            rng.random(out=x.reshape(-1), dtype=np.float32)
+            x *= 2
+            x -= 1
+        else:
+            x[...] = bf16_bits(np, rng.random(x.shape, dtype=np.float32) * 2 - 1)
+
+    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
+        """The inputs' half of Freivalds' test, queued before the launch (a variant that then writes its inputs
+        cannot make its output agree): x of random signs from `key` (n: the output's columns), z = A·(B·x) along the
+        chain of operands (A·B, or A0·B0·B1) and s2 = A²·(B²·1), in float64."""
+        x = np.random.Generator(np.random.Philox(key)).integers(0, 2, n) * 2.0 - 1.0
+        z, s2 = x, np.ones_like(x)
+        for m in reversed(operands):
+            wide = widened(np, m)
+            z = wide @ z
+            s2 = np.square(wide, out=wide) @ s2
+        return x, z, s2
+
+    def project_output(self, out, projected: tuple, into) -> None:
+        """The output's half, queued after the launch: y = C·x against z, into the two-element `into`
+        (_residuals). O(n²) in all, where the product is O(n³)."""
+        x, z, s2 = projected
+        into[:] = _residuals(np, out.astype(np.float64) @ x, z, s2)
+
+    def digest(self, x, salt: int) -> int:
+        """A keyed hash of x's bytes (the harness's references are checked against theirs before each use)."""
+        data = np.ascontiguousarray(x).view(np.uint8).reshape(-1)
+        return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=salt.to_bytes(8, "little")).digest(), "little")
 
     GUARD_ELEMENTS = 4096  # NaN-poisoned elements before and after every output: a store past either end shows
 
@@ -152,11 +195,6 @@ class Backend:
     def synchronize(self) -> None:
         pass
 
-    def fingerprint(self, out, sign: int, salt: int, into) -> None:
-        """Queue the fingerprint of `out` (its sign flipped back where `sign` is -1) into the one-element `into`, which
-        holds zero."""
-        into[0] = _fingerprint_numpy(out.reshape(-1).view(np.uint32), 0x80000000 if sign < 0 else 0, salt)
-
     def to_host(self, x):
         return np.asarray(x)
 
@@ -190,6 +228,10 @@ class Backend:
 
     def runs_outside_stream(self, run, out) -> str | None:
         """Why `run` does work that the timing's stream does not order, or None (a CPU has no streams)."""
+        return None
+
+    def device_busy(self) -> str | None:
+        """Why the device is not idle between points (a CPU's threads are watched by measure/guard.py)."""
         return None
 
     COPY_BYTES = 256 << 20
@@ -244,23 +286,106 @@ def copy_bandwidth_gbps(backend, nbytes: int, repeats: int = 5) -> float:
     return 2 * nbytes / best / 1e9
 
 
-FINGERPRINT_KERNEL = r"""
-extern "C" __global__ void fingerprint(const unsigned int* bits, unsigned long long n, unsigned int sign,
-                                       unsigned long long salt, unsigned long long* sum) {
-    unsigned long long acc = 0;
+# The harness's own kernels for the checks: fresh operand content from a key (splitmix64 of the element's index),
+# Freivalds' matrix-vector products in float64 (a warp per row, the matrix read once for M·v and M²·w), their
+# residuals (one block), and a keyed hash of a buffer's words.
+CHECK_KERNELS = r"""
+__device__ __forceinline__ unsigned long long mix(unsigned long long z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+__device__ __forceinline__ float uniform(unsigned long long key, unsigned long long i) {
+    return (float)(mix(key + (i + 1) * 0x9E3779B97F4A7C15ull) >> 40) * 0x1p-23f - 1.0f;  // 24 bits: exact in fp32
+}
+extern "C" __global__ void fill_f32(float* x, unsigned long long n, unsigned long long key) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) x[i] = uniform(key, i);
+}
+extern "C" __global__ void fill_bf16(unsigned short* x, unsigned long long n, unsigned long long key) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        const unsigned int b = bits[i];
-        const unsigned long long v = (b & 0x7FFFFFFFu) ? (b ^ sign) : 0u;
-        unsigned long long z = ((i << 32) | v) ^ salt;
-        z = (z ^ (z >> 30)) * %dull;
-        z = (z ^ (z >> 27)) * %dull;
-        acc += z ^ (z >> 31);
+        const unsigned int bits = __float_as_uint(uniform(key, i));
+        x[i] = (unsigned short)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
     }
+}
+extern "C" __global__ void signs(double* x, unsigned long long n, unsigned long long key) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        x[i] = (mix(key ^ (i * 0xD6E8FEB86659FD93ull)) & 1) ? 1.0 : -1.0;
+}
+template <typename T> __device__ __forceinline__ double wide(T v);
+template <> __device__ __forceinline__ double wide<float>(float v) { return v; }
+template <> __device__ __forceinline__ double wide<unsigned short>(unsigned short v) {
+    return __uint_as_float((unsigned int)v << 16);
+}
+template <typename T>
+__device__ void matvec2(const T* m, long long rows, long long cols, const double* v, const double* w, double* mv,
+                        double* m2w) {
+    const long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    double a = 0.0, b = 0.0;
+    for (long long j = lane; j < cols; j += 32) {
+        const double x = wide<T>(m[row * cols + j]);
+        a += x * v[j];
+        b += x * x * w[j];
+    }
+    for (int offset = 16; offset; offset >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, offset);
+        b += __shfl_down_sync(0xffffffffu, b, offset);
+    }
+    if (lane == 0) { mv[row] = a; m2w[row] = b; }
+}
+extern "C" __global__ void matvec2_f32(const float* m, long long rows, long long cols, const double* v,
+                                       const double* w, double* mv, double* m2w) {
+    matvec2<float>(m, rows, cols, v, w, mv, m2w);
+}
+extern "C" __global__ void matvec2_bf16(const unsigned short* m, long long rows, long long cols, const double* v,
+                                        const double* w, double* mv, double* m2w) {
+    matvec2<unsigned short>(m, rows, cols, v, w, mv, m2w);
+}
+extern "C" __global__ void residuals(const double* y, const double* z, const double* s2, long long n,
+                                     double* into) {
+    __shared__ double top[32], dd[32], zz[32];
+    double t = 0.0, d2 = 0.0, z2 = 0.0;
+    bool nan = false;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        const double d = y[i] - z[i];
+        const double r = fabs(d) / sqrt(s2[i] > 0.0 ? s2[i] : 2.2250738585072014e-308);
+        nan |= (r != r);
+        t = fmax(t, r);
+        d2 += d * d;
+        z2 += z[i] * z[i];
+    }
+    if (nan) t = __longlong_as_double(0x7ff8000000000000ll);  // fmax drops NaN; a NaN row must fail
+    for (int offset = 16; offset; offset >>= 1) {
+        const double o = __shfl_down_sync(0xffffffffu, t, offset);
+        t = (o != o || t != t) ? o + t : fmax(t, o);
+        d2 += __shfl_down_sync(0xffffffffu, d2, offset);
+        z2 += __shfl_down_sync(0xffffffffu, z2, offset);
+    }
+    if ((threadIdx.x & 31) == 0) { top[threadIdx.x / 32] = t; dd[threadIdx.x / 32] = d2; zz[threadIdx.x / 32] = z2; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < blockDim.x / 32; ++w) {
+            t = (top[w] != top[w] || t != t) ? top[w] + t : fmax(t, top[w]);
+            d2 += dd[w];
+            z2 += zz[w];
+        }
+        into[0] = t;
+        into[1] = sqrt(d2) / (z2 > 0.0 ? sqrt(z2) : 1.0);
+    }
+}
+extern "C" __global__ void digest(const unsigned int* words, unsigned long long n, unsigned long long salt,
+                                  unsigned long long* sum) {
+    unsigned long long acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) acc += mix(((i << 32) | words[i]) ^ salt);
     for (int offset = 16; offset; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
 }
-""" % FINGERPRINT_MIX
+"""
 
 BLOCKING_KERNEL = r"""
 extern "C" __global__ void block_stream(const volatile int* release, volatile int* timed_out,
@@ -297,7 +422,7 @@ class CudaBackend(Backend):
         self._flags_mem = cupy.cuda.alloc_pinned_memory(8)  # [release, timed_out], mapped for the device
         self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
         self._blocker = cupy.RawKernel(BLOCKING_KERNEL, "block_stream")
-        self._fingerprint = cupy.RawKernel(FINGERPRINT_KERNEL, "fingerprint")
+        self._checks = cupy.RawModule(code=CHECK_KERNELS, options=("-std=c++17",))
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
         device = cupy.cuda.Device()
         self._sms = device.attributes["MultiProcessorCount"]
@@ -308,11 +433,43 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         self.stream.synchronize()
 
-    def fingerprint(self, out, sign: int, salt: int, into) -> None:
-        n = out.size  # `into` is zero: the kernel's blocks add into it
-        blocks = min(max(1, -(-n // 256)), 4 * self._sms)
-        self._fingerprint((blocks,), (256,), (out, np.uint64(n), np.uint32(0x80000000 if sign < 0 else 0),
-                                              np.uint64(salt), into), stream=self.stream)
+    def _grid(self, n: int, threads: int = 256) -> tuple:
+        return (min(max(1, -(-n // threads)), 8 * self._sms),), (threads,)
+
+    def fill_random(self, x, key: int) -> None:
+        name = "fill_f32" if x.dtype == self.cupy.float32 else "fill_bf16"
+        self._checks.get_function(name)(*self._grid(x.size), (x, np.uint64(x.size), np.uint64(key)),
+                                         stream=self.stream)
+
+    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
+        x = self.cupy.empty(n, dtype=self.cupy.float64)
+        self._checks.get_function("signs")(*self._grid(n), (x, np.uint64(n), np.uint64(key)), stream=self.stream)
+        z, s2 = x, self.cupy.ones(n, dtype=self.cupy.float64)
+        for m in reversed(operands):
+            z, s2 = self._matvec2(m, z, s2)
+        return x, z, s2
+
+    def project_output(self, out, projected: tuple, into) -> None:
+        x, z, s2 = projected
+        y, _ = self._matvec2(out, x, x)
+        self._checks.get_function("residuals")((1,), (1024,), (y, z, s2, np.int64(len(y)), into), stream=self.stream)
+
+    def _matvec2(self, m, v, w):
+        """(m·v, (m∘m)·w) in float64."""
+        cupy = self.cupy
+        rows, cols = m.shape
+        mv, m2w = cupy.empty(rows, dtype=cupy.float64), cupy.empty(rows, dtype=cupy.float64)
+        name = "matvec2_f32" if m.dtype == cupy.float32 else "matvec2_bf16"
+        self._checks.get_function(name)((-(-rows * 32 // 256),), (256,),
+                                         (m, np.int64(rows), np.int64(cols), v, w, mv, m2w), stream=self.stream)
+        return mv, m2w
+
+    def digest(self, x, salt: int) -> int:
+        words = x.reshape(-1).view(self.cupy.uint32)
+        into = self.cupy.zeros(1, dtype=self.cupy.uint64)
+        self._checks.get_function("digest")(*self._grid(words.size), (words, np.uint64(words.size), np.uint64(salt),
+                                                                        into), stream=self.stream)
+        return int(into.get(stream=self.stream)[0])
 
     def to_host(self, x):
         return self.cupy.asnumpy(x)
@@ -349,7 +506,7 @@ class CudaBackend(Backend):
         None. With that stream held by the spinning kernel, the poisoned output must not change (a launch on an
         unrelated stream would change it; a stream of its own looks meanwhile); and once that stream's work is done,
         the output must be complete (work on a side stream that waits on an event of the harness's stream starts only
-        when the spinner ends, and the harness's stream does not wait for it). Per-sample fingerprints, queued on the
+        when the spinner ends, and the harness's stream does not wait for it). Per-sample Freivalds tests, queued on the
         harness's stream, catch such work too where this look comes too late to see it unfinished."""
         cupy = self.cupy
         out.fill(cupy.nan)
@@ -381,6 +538,21 @@ class CudaBackend(Backend):
             yield
         finally:
             self.stream.use()
+
+    BUSY_WAIT_S = 2.0
+
+    def device_busy(self) -> str | None:
+        """Why the device is not idle between points (work a variant left running on a stream of its own, which
+        would share the GPU with the next point's timing), or None: every stream is drained within BUSY_WAIT_S."""
+        drained = threading.Event()
+
+        def drain():
+            self.cupy.cuda.runtime.deviceSynchronize()
+            drained.set()
+        threading.Thread(target=drain, daemon=True).start()
+        if drained.wait(self.BUSY_WAIT_S):
+            return None
+        return f"the device was still busy {self.BUSY_WAIT_S:g} s after the point ended (work a variant left running)"
 
     def flush_cache(self) -> None:
         self.cupy.cuda.runtime.memsetAsync(self._scratch.data.ptr, 0, self._scratch.nbytes, self.stream.ptr)

@@ -1,79 +1,86 @@
-"""Every timed launch accounted for: what each sample ran on, what it left, and the checks that hold it to that.
+"""Every timed launch accounted for, on content it has never seen.
 
 A kernel can be right when it is checked and fast when it is not: it may skip work once its output holds a result,
-keep results by its inputs' addresses, or race now and then. So, outside the timed region of every sample:
+keep results by its inputs' addresses or content, or leave work for after the timer stops. So, outside the timed
+region of every sample:
 
-- the output is poisoned again (NaN), so each sample must write all of it;
-- the inputs alternate between copies at different addresses, and a copy used again has its first operand negated
-  (a sign flip, exact in every mode), so a result kept from an earlier launch is wrong: every workload's result is
-  linear in its first operand, and the negated product is the product negated, bit for bit;
-- an order-sensitive fingerprint of the output's bits (salted per point, the sign undone) is queued: every sample's
-  must equal the first's, so a swap of two elements or a race that fires once in many launches shows;
-- a few samples, drawn by reservoir sampling from a host generator the variant cannot see, are copied aside and
-  compared in full with the float64 reference afterwards, as is the last one.
+- the inputs get fresh random content, from keys drawn by a generator seeded from the operating system (the variant
+  sees neither seed nor keys), and the output is poisoned (NaN): no product kept from an earlier launch, whatever it
+  is keyed by (address, content, sign, scale, permutation), is the product of these inputs, and every element must
+  be written again;
+- Freivalds' test: A·(B·x) in float64 for x of random signs is queued before the launch (so a variant that writes
+  its inputs cannot make them agree with its output) and C·x right behind it, on the same stream (O(n²) where the
+  product is O(n³)), each row within the error bound of the mode (checking.projection_verdict). A kept product, a
+  skipped tile or work left for later is off by the size of the product;
+- a few samples, drawn by reservoir sampling, are copied aside and compared in full with the float64 reference of
+  their inputs afterwards (their keys make the inputs again), which sees an error in one element that a projection
+  over a row averages away;
+- on a CPU, where the timer's stop is the host's, a few elements of the output drawn at random must already hold a
+  value when the timer has stopped (work handed to a thread that finishes later shows as NaN there).
 
-Batched samples (several launches between one pair of events) give each launch its own copy of the inputs and its own
-poisoned output, and get the same fingerprints and draws.
+Batched samples (several launches between one pair of events) give every launch its own inputs and poisoned output,
+each refreshed, tested and drawn alike.
 """
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 
-HELD = 2  # samples drawn for a full comparison, besides the last one
+from gemmbench.measure import checking
+
+HELD = 2  # samples drawn for a full comparison
 BATCH_MEMORY = 512 << 20  # bytes of input copies and outputs a batch may take; fewer launches per batch above it
-SIGN_BITS = {np.dtype(np.float32): np.uint32(0x80000000), np.dtype(np.uint16): np.uint16(0x8000)}  # fp32, bf16 bits
+PROBES = 64  # output elements a CPU sample must have written when its timer stops
 
 
-def negate(xp, x) -> None:
-    """x = -x in place, exactly: the sign bit flipped (float32, or bfloat16 bits stored as uint16)."""
-    mask = SIGN_BITS[np.dtype(x.dtype)]
-    bits = x.view(xp.uint32 if x.dtype == xp.float32 else xp.uint16)
-    xp.bitwise_xor(bits, mask, out=bits)
+LATER_S = 0.2  # how long a CPU output found unwritten is watched for work that lands after the timer
+
+
+def _written_later(flat) -> bool:
+    """Whether an output found unwritten when its timer stopped gets written within LATER_S (by work the variant
+    left running), not left unwritten (work skipped, which Freivalds' test reports)."""
+    deadline = time.perf_counter() + LATER_S
+    while time.perf_counter() < deadline:
+        if not np.isnan(flat).any():
+            return True
+        time.sleep(0.001)
+    return False
 
 
 class Set:
-    """One copy of the inputs and the output a launch writes, and the sign of the inputs now (±1)."""
+    """The inputs and the output of one launch, and the keys of the inputs' content now."""
 
     def __init__(self, operands: list, out, buffer):
-        self.operands, self.out, self.buffer, self.sign, self.used = operands, out, buffer, 1, False
+        self.operands, self.out, self.buffer, self.keys, self.projected = operands, out, buffer, [], None
 
-    def next_use(self, xp) -> None:
-        """Before a launch on this set: a set used before gets its first operand negated; the output is poisoned."""
-        if self.used:
-            negate(xp, self.operands[0])
-            self.sign = -self.sign
-        self.used = True
-        self.out.fill(xp.nan)
+    def refresh(self, backend, draws: random.Random) -> None:
+        """Before a launch on this set: fresh content for every input, the inputs' half of Freivalds' test, the
+        output poisoned."""
+        self.keys = [draws.getrandbits(64) for _ in self.operands]
+        for x, key in zip(self.operands, self.keys):
+            backend.fill_random(x, key)
+        self.projected = backend.project_inputs(self.operands, self.out.shape[-1], draws.getrandbits(64))
+        self.out.fill(backend.xp.nan)
 
 
 class Ledger:
     """The inputs and outputs of a point's timed launches, and what each sample left (see the module's docstring).
-    `run(operands, out)` queues one launch."""
+    `guard`, if given, says after each sample what changed in the process while it was timed (measure/guard.py)."""
 
-    def __init__(self, backend, operands: list, out, buffer, seed: int, copies: int = 2):
-        self.backend, self.xp = backend, backend.xp
+    def __init__(self, backend, operands: list, out, buffer, seed: int, guard=None):
+        self.backend, self.xp, self.guard = backend, backend.xp, guard
         self.sets = [Set(operands, out, buffer)]
-        self.sets += [self._copy() for _ in range(copies - 1)]
         self.batch_sets: list[Set] = []
         self.draws = random.Random(seed ^ random.SystemRandom().getrandbits(64))
-        self.salt = self.draws.getrandbits(63)
-        self.prints = []  # per sample: the fingerprint slots it filled
-        self.fingerprints = self.xp.zeros(0, dtype=self.xp.uint64)  # one zeroed slot per launch, filled once
-        self.launches = 0  # launches fingerprinted so far
-        self.held: list[tuple[int, object, int]] = []  # (sample, output copy, its sign)
+        self.residuals = self.xp.zeros((0, 2), dtype=self.xp.float64)  # per launch, filled on the device
+        self.launches = 0  # launches tested so far
+        self.held: list[tuple[int, list, object]] = []  # (sample, the keys of its inputs, a copy of its output)
         self.samples = 0
-        self.current = self.last = self.sets[0]
-        self._turn = self._launch = 0
-
-    def _copy(self) -> Set:
-        """Another copy of the inputs (at other addresses, with their original sign) and an output of its own."""
-        first = self.sets[0]
-        operands = [x.copy() for x in first.operands]
-        if first.sign < 0:
-            negate(self.xp, operands[0])
-        return Set(operands, *self.backend.poisoned_output(first.out.shape))
+        self.incomplete: list[int] = []  # CPU samples whose output was not all written when the timer stopped
+        self.changed: str | None = None  # the first change the guard saw
+        self.current = self.sets[0]
 
     @property
     def operands(self) -> list:
@@ -86,13 +93,12 @@ class Ledger:
     # one launch per sample
 
     def before(self) -> None:
-        """Outside the timed region, before a one-launch sample: the next copy of the inputs, the output poisoned."""
-        self.current = self.sets[self._turn % len(self.sets)]
-        self._turn += 1
-        self.current.next_use(self.xp)
+        """Outside the timed region, before a one-launch sample: fresh inputs, the output poisoned."""
+        self.current.refresh(self.backend, self.draws)
 
     def after(self) -> None:
-        """Outside the timed region, after a sample: its fingerprint queued, and maybe held for a full comparison."""
+        """Outside the timed region, after a sample: the output probed (CPU), its test queued, maybe held."""
+        self._probe([self.current])
         self._take([self.current])
 
     # several launches per sample
@@ -100,15 +106,17 @@ class Ledger:
     def batch(self, launches: int) -> int:
         """Sets for batches of `launches` (each launch its own inputs and output), fewer where they would take more
         than BATCH_MEMORY; returns the launches per batch (1: do not batch)."""
-        per_set = sum(x.nbytes for x in self.sets[0].operands) + self.sets[0].buffer.nbytes
+        first = self.sets[0]
+        per_set = sum(x.nbytes for x in first.operands) + first.buffer.nbytes
         launches = min(launches, BATCH_MEMORY // max(per_set, 1))
         if launches > 1:
-            self.batch_sets = [self._copy() for _ in range(launches)]
+            self.batch_sets = [Set([x.copy() for x in first.operands], *self.backend.poisoned_output(first.out.shape))
+                               for _ in range(launches)]
         return max(launches, 1)
 
     def before_batch(self) -> None:
         for s in self.batch_sets:
-            s.next_use(self.xp)
+            s.refresh(self.backend, self.draws)
         self._launch = 0
 
     def batch_run(self, run):
@@ -120,52 +128,62 @@ class Ledger:
         return launch
 
     def after_batch(self) -> None:
+        self._probe(self.batch_sets)
         self._take(self.batch_sets)
+
+    def _probe(self, sets: list[Set]) -> None:
+        """First thing after the timer stopped: whether the process changed while the sample was timed; then, on a
+        CPU, drawn elements of each output must hold a value."""
+        if self.guard and self.changed is None:
+            self.changed = self.guard.changed()
+        if self.backend.device == "cpu":
+            for s in sets:
+                flat = s.out.reshape(-1)
+                picks = [self.draws.randrange(flat.size) for _ in range(min(PROBES, flat.size))]
+                if np.isnan(flat[picks]).any() and _written_later(flat):
+                    self.incomplete.append(self.samples + 1)
+                    break
 
     def _take(self, sets: list[Set]) -> None:
         need = self.launches + len(sets)
-        if need > len(self.fingerprints):  # grown by doubling; the sums stay on the device until the end
-            grown = self.xp.zeros(max(2 * len(self.fingerprints), need, 64), dtype=self.xp.uint64)
-            grown[:self.launches] = self.fingerprints[:self.launches]
-            self.fingerprints = grown
+        if need > len(self.residuals):  # grown by doubling; the tests' results stay on the device until the end
+            grown = self.xp.zeros((max(2 * len(self.residuals), need, 64), 2), dtype=self.xp.float64)
+            grown[:self.launches] = self.residuals[:self.launches]
+            self.residuals = grown
         for s in sets:
-            self.backend.fingerprint(s.out, s.sign, self.salt, self.fingerprints[self.launches:self.launches + 1])
+            self.backend.project_output(s.out, s.projected, self.residuals[self.launches])
             self.launches += 1
-        self.prints.append((self.launches - len(sets), len(sets)))
-        self.last = sets[-1]
         self.samples += 1
         # reservoir sampling: each sample so far is held with the same chance, HELD / samples
         chosen = sets[self.draws.randrange(len(sets))]
         if len(self.held) < HELD:
-            self.held.append((self.samples, chosen.out.copy(), chosen.sign))
+            self.held.append((self.samples, list(chosen.keys), chosen.out.copy()))
         else:
             slot = self.draws.randrange(self.samples)
             if slot < HELD:
-                self.held[slot] = (self.samples, chosen.out.copy(), chosen.sign)
+                self.held[slot] = (self.samples, list(chosen.keys), chosen.out.copy())
 
     # afterwards
 
-    def differing(self) -> tuple[int, str]:
-        """(samples whose output is not the first sample's, bit for bit once the sign is undone, what the first such
-        one ran on)."""
-        sums = self.backend.to_host(self.fingerprints[:self.launches])
-        if not len(sums):
-            return 0, ""
-        bad = [i for i, (start, count) in enumerate(self.prints) if np.any(sums[start:start + count] != sums[0])]
-        return len(bad), (f"the first at sample {bad[0] + 1} of {self.samples}" if bad else "")
+    def problem(self, mode: str, k: int) -> str | None:
+        """Why the timed launches did not all compute the product of their own inputs, or None."""
+        if self.changed:
+            return f"refused: {self.changed} while it was timed (work could run outside the timed region)"
+        if self.incomplete:
+            return (f"{len(self.incomplete)} of {self.samples} samples had outputs not yet written when the timer "
+                    f"stopped, written a moment later (the first: sample {self.incomplete[0]}): work left to run "
+                    f"after the timed region")
+        residuals = self.backend.to_host(self.residuals[:self.launches])
+        return checking.projection_verdict([tuple(r) for r in residuals], mode, k)
 
-    def held_outputs(self) -> list[tuple[str, object]]:
-        """(what it is, the output with its sign undone) of each drawn sample and of the last one's."""
-        found = []
-        for sample, out, sign in self.held:
-            if sign < 0:
-                negate(self.xp, out)
-            found.append((f"sample {sample} of {self.samples} (drawn at random)", out))
-        out = self.last.out.copy()
-        if self.last.sign < 0:
-            negate(self.xp, out)
-        found.append((f"the last sample ({self.samples} of {self.samples})", out))
-        return found
+    def held_outputs(self):
+        """(what it is, its inputs made again from their keys, its output) of each drawn sample; the inputs are the
+        first set's arrays, filled anew for each."""
+        inputs = self.sets[0].operands
+        for sample, keys, out in self.held:
+            for x, key in zip(inputs, keys):
+                self.backend.fill_random(x, key)
+            yield f"sample {sample} of {self.samples} (drawn at random)", inputs, out
 
     def buffers(self) -> list:
         return [s.buffer for s in self.sets + self.batch_sets]

@@ -14,6 +14,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import ticker
 
+from gemmbench import workloads
+from gemmbench.measure import checking
 from gemmbench.present import views
 from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
 from gemmbench.present.tables import per_workload
@@ -299,30 +301,38 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     return grid.figure
 
 
+def error_units(rows: pd.DataFrame) -> pd.Series:
+    """Each validation row's relative error as a multiple of the honest error of its mode and reduction length
+    (measure/checking.py), from its shape: rows of tables older than the error_units column alike."""
+    def units(row):
+        workload = workloads.get(row.workload)
+        k = workload.reduction({axis: int(getattr(row, axis)) for axis in workload.axes})
+        return row.rel_error / checking.unit_error(row.mode, k)
+    return pd.Series([units(row) for row in rows.itertuples()], index=rows.index, dtype=float)
+
+
 def _validation_error(checked: pd.DataFrame) -> plt.Figure:
-    """One panel per family (its variants told apart by colour, modes by marker fill, failures by a cross); the
-    tolerance of each mode dashed."""
+    """One panel per family (its variants told apart by colour, modes by marker fill, failures by a cross): each
+    point's error in units of its mode's honest error, the bound of every mode dashed."""
     if checked.empty:
         return placeholder("Validation error", "no validation result with a measured error in this run")
-    # exact results (error 0) would vanish from a log axis, so floor them at float64 epsilon
-    checked = checked.assign(rel_error=checked["rel_error"].clip(lower=np.finfo(float).eps))
+    # exact results (error 0) would vanish from a log axis, so floor them
+    checked = checked.assign(units=error_units(checked).clip(lower=1e-3))
 
     def draw(ax, rows):
         modes = modes_in(rows)
         for series, points in rows.groupby("series"):
             colour, marker = _style(series)
             for (mode, passed), group in points.groupby(["mode", points["status"] == "ok"]):
-                ax.scatter(group["size"], group["rel_error"], s=28, color=colour, marker=marker if passed else "X",
+                ax.scatter(group["size"], group["units"], s=28, color=colour, marker=marker if passed else "X",
                            facecolors=colour if mode == modes[0] else "none",
                            label=series.split("/", 1)[1] + (f" {mode}" if len(modes) > 1 else "")
                            + ("" if passed else " (fail)"))
-        for mode in modes:
-            for tolerance in rows.loc[rows["mode"] == mode, "tolerance"].dropna().unique():
-                ax.axhline(tolerance, color="tab:red", linestyle="--", linewidth=1)
-                ax.annotate(f"{mode} tolerance {tolerance:.0e}", (0.98, tolerance), ha="right",
-                            xycoords=("axes fraction", "data"), color="tab:red", fontsize=7, va="bottom")
+        ax.axhline(checking.RMS_UNITS, color="tab:red", linestyle="--", linewidth=1)
+        ax.annotate(f"bound ({checking.RMS_UNITS:g} units)", (0.98, checking.RMS_UNITS), ha="right",
+                    xycoords=("axes fraction", "data"), color="tab:red", fontsize=7, va="bottom")
     return _family_grid(checked, draw, "Validation error vs size (fp64 reference), per family",
-                        "relative error ‖C−R‖/‖R‖", log=True)
+                        "‖C−R‖/‖R‖ in honest units of its mode", log=True)
 
 
 def save(fig: plt.Figure, stem: Path) -> Path:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gemmbench import workloads
 from gemmbench.measure import checking
+from gemmbench.measure.backend import EXPONENT_RANGE
 from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from gemmbench.present import tables, views
 from gemmbench.present.axes import flagged, readable, throttled
@@ -594,18 +595,27 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                   "only decides when sampling stops",
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
                  f"region)",
-        "What was timed": "every timed launch is accounted for, outside the timed region: before each sample the "
-                          "output is poisoned with NaN and the inputs alternate between two copies at different "
-                          "addresses, a copy used again having its first operand negated (exact in every mode, so a "
-                          "result kept from an earlier launch is wrong); after each sample an order-sensitive "
-                          "fingerprint of the output's bits (salted per point, the sign undone) must equal the first "
-                          "sample's; two samples drawn at random (reservoir sampling, a host generator) and the last "
-                          "are compared in full with the fp64 reference, and the guard bands must hold; batched "
-                          "samples give every launch its own inputs and poisoned output, fingerprinted alike; "
-                          "untimed launches, checked the same way, follow until the point has 64 checked launches, "
-                          "for at most 0.5 s and no longer than its sampling took. A variant whose work does not "
-                          "run on the harness's stream, or is unfinished when that stream's work is done (work "
-                          "skipped, or on a side stream it does not wait for), is not timed. Every reported time "
+        "What was timed": "every timed launch is accounted for on content it has never seen, outside the timed "
+                          "region: before each sample its inputs get fresh random content from keys the variant "
+                          "cannot see (drawn from the operating system's entropy), A·(B·x) is computed in fp64 for "
+                          "x of random signs, and the output is poisoned with NaN; after it C·x is compared with it "
+                          "(Freivalds' test, O(n²)): every row within the mode's error bound, and the projected "
+                          "relative error too. Nothing a variant can keep between launches (a product kept by "
+                          "address, by content, by sign or scale) is the product of inputs it has not seen, and "
+                          "work skipped or left for later leaves NaN or a wrong row. Two samples drawn at random "
+                          "(reservoir sampling) are compared in full with the fp64 reference of their own inputs, "
+                          "made again from their keys, and the guard bands must hold; batched samples give every "
+                          "launch its own fresh inputs and poisoned output, tested alike; launches through the same "
+                          "timed path follow until the point has 64 tested launches, for at most 0.5 s and no "
+                          "longer than its sampling took. A point is refused if a tracing or profiling hook is "
+                          "installed, the interpreter's switch interval or timer changed, or a new thread appeared "
+                          "while it was timed; on a CPU, if a drawn output element was still unwritten when the "
+                          "timer stopped, or its timed median is far below the host's time of a call; a variant "
+                          "whose work does not run on the harness's stream, or is unfinished when that stream's "
+                          "work is done, is not timed. A variant that leaves a thread or device work running after "
+                          "its point, or writes the harness's fp64 references (kept with keyed digests, checked "
+                          "before each use), fails, and a resident worker that a variant left otherwise than a "
+                          "fresh one is replaced before the next. Every reported time "
                           "(median, fastest sample, batched) above "
                           "the device's peak, or beyond its memory for operands its L2 cannot hold, is refused; a "
                           "device with no known peak is marked unchecked (timing_gate). A point that failed in an "
@@ -620,11 +630,17 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                 "highest clock (cpufreq's maximum, else 6.5 GHz)",
         "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
                        "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
-        "Validation": f"fresh inputs uniform in [-1, 1) from seed ({config['seed']}, shape); output poisoned with NaN "
-                      f"inside NaN guard bands; two launches; fp64 reference (on the GPU for GPU variants); pass if "
-                      f"every output is written, nothing outside it, ‖C−R‖/‖R‖ ≤ tolerance {config['tolerance']} and "
-                      f"every element's error ≤ {checking.ELEMENT_FACTOR} × tolerance × the root-sum-square of its "
-                      f"products; a tuned variant also at an off-tile shape per size class",
+        "Validation": f"inputs uniform in [-1, 1) from seed ({config['seed']}, shape), the first operand's rows "
+                      f"and the last one's columns scaled by powers of two from 2^-{EXPONENT_RANGE} to "
+                      f"2^{EXPONENT_RANGE}; output poisoned with NaN inside NaN guard bands; two launches; "
+                      f"fp64 reference (on the GPU for GPU variants); pass if every output is written, nothing "
+                      f"outside it, and the errors are those of the mode's arithmetic: the honest error of an "
+                      f"element relative to its scale (the root-sum-square of its products) is one unit, 2^-24 × "
+                      f"(2 + √k) in fp32 (round to nearest), 2 × 2^-11 + 2^-24 × (2 + k/8) in tf32 and 2^-24 × "
+                      f"(2 + k/8) in bf16 (tensor cores truncate as they accumulate), k the reduction length; "
+                      f"‖C−R‖/‖R‖ must stay within {checking.RMS_UNITS:g} units and every element within "
+                      f"{checking.MAX_UNITS:g} units of its scale (error_units, max_error_units in the tables); a "
+                      f"tuned variant also at an off-tile shape per size class",
         "Watchdog": f"each point runs in a supervised worker process, killed after {timing['point_timeout_s']} s",
         "Provenance": "every row names the digest of the sources that ran (source_digest: the harness and the files "
                       "that determine its variant), the git commit (and whether the tree was edited), the driver and "

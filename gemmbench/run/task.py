@@ -33,7 +33,6 @@ class Task:
     params: dict
     cache_dir: str  # compiled artifacts and device facts, shared by every job and process (gemmbench.cache)
     points: list[Point]
-    tolerance: float
     timing: dict
     cache: str  # hot | cold
     classes: dict[str, dict] | None = None

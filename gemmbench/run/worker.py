@@ -16,6 +16,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import random
 import socket
 import sys
 import time
@@ -27,7 +28,7 @@ import numpy as np
 
 from gemmbench import ROOT, tune, workloads
 from gemmbench.measure import backend as backends
-from gemmbench.measure import checking, provenance, timing
+from gemmbench.measure import checking, guard, provenance, timing
 from gemmbench.measure.ledger import Ledger
 from gemmbench.run.task import Point, Task, not_timed
 from kernels import registry
@@ -138,11 +139,11 @@ def build_row(variant, task: Task, backend) -> dict:
     return {"status": "ok", "message": message, **facts}
 
 
-def _problem(variant, backend, point: Point, mode: str) -> tuple[list, object, object, object]:
-    """Fresh inputs for the point's shape (from its seed) stored as `mode` says, a NaN-poisoned output in its guarded
-    buffer, and the workload's definition."""
+def _problem(variant, backend, point: Point, mode: str, scaled: bool = False) -> tuple[list, object, object, object]:
+    """Inputs for the point's shape (from its seed) stored as `mode` says (`scaled`: rows and columns scaled by powers
+    of two, as validation's are), a NaN-poisoned output in its guarded buffer, and the workload's definition."""
     workload = workloads.get(variant.workload)
-    return (backend.inputs(workload.operands(point.sizes), point.seed, mode),
+    return (backend.inputs(workload.operands(point.sizes), point.seed, mode, scaled),
             *backend.poisoned_output(workload.output(point.sizes)), workload)
 
 
@@ -167,10 +168,16 @@ def profile_row(variant, builds, backend, task: Task, point: Point) -> dict:
     return {"status": "ok", "message": "one launch profiled", "params": json.dumps(params, sort_keys=True)}
 
 
+class ReferenceChanged(RuntimeError):
+    """The harness's fp64 reference no longer has the bytes it was computed with: something in the process wrote it."""
+
+
 class References:
-    """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a point's
-    validation and its timing share one, and so do the variants of a mode that a resident worker measures in turn
-    (inputs are fixed by seed, shape and mode, so every variant checks against the same product)."""
+    """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a shape's
+    validation in every variant of a mode that a resident worker measures in turn checks against the same product
+    (inputs are fixed by seed, shape and mode). Each is kept with a keyed digest of its bytes (the key drawn from the
+    operating system), checked before each use: a variant that writes the reference is caught, and the entry is
+    computed again for the next."""
 
     BUDGET_BYTES = 8 << 30  # a 16384² reference and its scale hold 4 GiB; the sweep's shapes together about 6 GiB
     BUDGET_SHARE = 0.1  # and at most this share of the device's memory: the point's own buffers need the rest
@@ -178,61 +185,98 @@ class References:
     def __init__(self):
         self.kept: OrderedDict = OrderedDict()
         self.budget = self.BUDGET_BYTES
+        self.salt = random.SystemRandom().getrandbits(64)
 
-    def get(self, key, compute) -> tuple[tuple, float]:
+    def _digests(self, backend, pair) -> tuple:
+        return tuple(backend.digest(x, self.salt) for x in pair)
+
+    def verify(self, backend) -> int:
+        """How many kept references no longer match their digests; those are dropped."""
+        written = [key for key, (pair, digests) in self.kept.items() if self._digests(backend, pair) != digests]
+        for key in written:
+            del self.kept[key]
+        return len(written)
+
+    def check(self, backend, pair: tuple) -> None:
+        """Raises ReferenceChanged where `pair` (as get returned it) no longer has the bytes it was computed with;
+        its entry is dropped, to be computed again for the next."""
+        for key, (kept, digests) in list(self.kept.items()):
+            if kept is pair and self._digests(backend, kept) != digests:
+                del self.kept[key]
+                raise ReferenceChanged("the harness's fp64 reference was written while the variant ran (its digest "
+                                       "changed): a variant reached into the harness")
+
+    def get(self, key, compute, backend) -> tuple[tuple, float]:
         """The reference of `key` and the seconds spent computing it here (0: kept from an earlier point)."""
         if key in self.kept:
+            self.check(backend, self.kept[key][0])
             self.kept.move_to_end(key)
-            return self.kept[key], 0.0
+            return self.kept[key][0], 0.0
         start = time.perf_counter()
-        self.kept[key] = compute()
-        while len(self.kept) > 1 and sum(x.nbytes for pair in self.kept.values() for x in pair) > self.budget:
+        pair = compute()
+        self.kept[key] = pair, self._digests(backend, pair)
+        while len(self.kept) > 1 and sum(x.nbytes for pair, _ in self.kept.values() for x in pair) > self.budget:
             self.kept.popitem(last=False)
-        return self.kept[key], time.perf_counter() - start
+        return pair, time.perf_counter() - start
 
 
 REFERENCES = References()
 
 
+def _reference(workload, backend, operands) -> tuple:
+    """(the fp64 result of `operands`, each element's scale (Workload.scale)), computed now."""
+    wide = [backends.widened(backend.xp, x) for x in operands]
+    pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+    backend.synchronize()
+    return pair
+
+
 def _expected(workload, backend, operands, point: Point, mode: str) -> tuple[tuple, float]:
-    """The fp64 reference of `operands` (the point's inputs: its seed, shape and mode fix them) and each element's
-    scale (Workload.scale), and the seconds spent computing them here (0: computed for an earlier point)."""
-    def compute():
-        wide = [backends.widened(backend.xp, x) for x in operands]
-        pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
-        backend.synchronize()
-        return pair
-    return REFERENCES.get((workload.name, tuple(point.sizes.items()), point.seed, mode), compute)
+    """The fp64 reference of `operands` (validation's inputs of the point: its seed, shape and mode fix them) and
+    each element's scale, and the seconds spent computing them here (0: computed for an earlier point)."""
+    return REFERENCES.get((workload.name, tuple(point.sizes.items()), point.seed, mode),
+                          lambda: _reference(workload, backend, operands), backend)
 
 
-def _checked(expected: tuple, backend, out, buffer, tolerance: float) -> tuple[str, str, dict]:
+def _checked(expected: tuple, backend, out, buffer, mode: str, k: int) -> tuple[str, str, dict]:
     """(status, message, errors) of `out` against `expected` (reference, scale), and of the guard bands around it
     in `buffer` (None: checked elsewhere), once the device is done."""
     backend.synchronize()
     reference, scale = expected
     errors = backend.errors(reference, out, scale)
     errors["outside_writes"] = backend.outside_writes(buffer) if buffer is not None else 0
-    return (*checking.verdict(errors, tolerance, out.size), errors)
+    return (*checking.verdict(errors, mode, k, out.size), errors)
 
 
 VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right only once (or only warm) fails
 
 
 def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
+    """The point's shape on inputs with rows and columns scaled over 2^±12, launched twice into a poisoned output,
+    each compared in full with the fp64 reference within the mode's error bound (measure/checking.py)."""
     params, built = chosen
     start = time.perf_counter()
     LOAD.begin()
-    operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
+    operands, out, buffer, workload = _problem(variant, backend, point, task.mode, scaled=True)
+    k = workload.reduction(point.sizes)
+    # before any launch: the variant may write its inputs, and the reference is of the inputs as they were given
     expected, reference_s = _expected(workload, backend, operands, point, task.mode)
     for launch in range(1, VALIDATION_LAUNCHES + 1):
         out.fill(np.nan)
         variant.run(built.artifact, *operands, out, backend.stream)
-        status, message, errors = _checked(expected, backend, out, buffer, task.tolerance)
+        backend.synchronize()
+        try:  # a variant that wrote the harness's reference while it ran is caught before the comparison
+            REFERENCES.check(backend, expected)
+        except ReferenceChanged as exc:
+            return {"status": "failed", "message": f"launch {launch} of {VALIDATION_LAUNCHES}: {exc}",
+                    "params": json.dumps(params)}
+        status, message, errors = _checked(expected, backend, out, buffer, task.mode, k)
         if status != "ok":
             message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
             break
     LOAD.end()  # the device was busy: a timing right after it warms up no longer than its stretch asks
-    return {"status": status, "message": message, "tolerance": task.tolerance, "params": json.dumps(params), **errors,
+    return {"status": status, "message": message, "tolerance": checking.bound(task.mode, k),
+            **checking.error_units(errors, task.mode, k), "params": json.dumps(params), **errors,
             "validate_s": time.perf_counter() - start, "fp64_reference_s": reference_s}
 
 
@@ -259,18 +303,20 @@ LOAD = Load()
 
 
 def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
-    """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: inputs alternated and
-    negated, the output poisoned before and fingerprinted after every sample, drawn samples and the last compared in
-    full with the reference), and every reported time gated by what the device can do (`device`: its facts). A
-    failure means the timed region did not hold the work (a kernel that skips work once warm, keeps results by
-    address, races now and then, or launches on another stream)."""
+    """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: fresh inputs and a
+    poisoned output before every sample, Freivalds' test after it, drawn samples compared in full with the fp64
+    reference of their inputs; the process watched for hooks and threads meanwhile), and every reported time gated by
+    what the device can do (`device`: its facts). A failure means the timed region did not hold the work (a kernel
+    that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
+    or for another stream)."""
     params, built = chosen
     operands, out, buffer, workload = _problem(variant, backend, point, task.mode)
-    expected, reference_s = _expected(workload, backend, operands, point, task.mode)
+    k = workload.reduction(point.sizes)
     ledger = Ledger(backend, operands, out, buffer, point.seed)
     run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
     start = time.perf_counter()
+    ledger.before()
     host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], LOAD.begin)
     outside = backend.runs_outside_stream(run, ledger.out)
     if outside:
@@ -285,16 +331,20 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         return launches, ledger.batch_run(run_on), ledger.before_batch, ledger.after_batch
 
     with backend.watch() as window:
+        ledger.guard = guard.Guard()  # the watch's own thread runs already
         sampler = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after)
         launches, batched = timing.sample_batched(backend, sampler.summary()["median_s"], task.timing, task.cache,
                                                   batches)
+        sampled_s = time.perf_counter() - sampling
+        checking_start = time.perf_counter()
+        audited = _audit(backend, run, ledger, sampled_s)
     after, clocks = backend.telemetry(), window.summary()
-    sampled_s = time.perf_counter() - sampling
-    checking_start = time.perf_counter()
-    audited = _audit(backend, run, ledger, sampled_s)
     LOAD.end()
     summary = sampler.summary()
-    problem = _timed_output_problem(ledger, expected, backend, task.tolerance)
+    problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
+    host_median_s = float(np.median(host_s[1:] or host_s))
+    if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
+        problem = _host_disagrees(summary["median_s"], host_median_s)
     times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
     if batched:
         times.update(batched_median_s=batched.summary()["median_s"], batched_min_s=min(batched.device_s))
@@ -319,45 +369,53 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "throttled": bool(slowdown) or clock_drop,
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time
-        "host_median_s": float(np.median(host_s[1:] or host_s)), "warmup_runs": len(host_s),
+        "host_median_s": host_median_s, "warmup_runs": len(host_s),
         "measure_s": time.perf_counter() - start,  # warm-up, sampling and the checks of what was timed
         "settle_s": settle_s,
-        # wall time of sampling beyond the samples' own device time (events, poisoning, fingerprints), and of the
-        # checks after it: what accounting for every sample costs
+        # wall time of sampling beyond the samples' own device time (fresh inputs, poisoning, Freivalds' tests), and
+        # of the checks after it: what accounting for every sample costs
         "sampling_overhead_s": sampled_s - sum(sampler.device_s) - (sum(batched.device_s) * launches if batched else 0),
         "check_s": time.perf_counter() - checking_start, "audit_launches": audited,
         "checked_launches": ledger.launches,
         "batch_launches": launches, "batched_median_s": times.get("batched_median_s"),
         "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
-        "warmup_host_s": host_s, "params": json.dumps(params), "fp64_reference_s": reference_s,
+        "warmup_host_s": host_s, "params": json.dumps(params),
     }
 
 
+HOST_SAMPLES_FOR_AGREEMENT = 3  # warm-up launches (besides the first) a CPU point needs before its host time is read
+HOST_DISAGREEMENT = 3.0  # on a CPU, device and host time of one call are one clock: this far apart, work moved
+
+
+def _host_disagrees(device_median_s: float, host_median_s: float) -> str | None:
+    """On a CPU, the timed region and a call timed from the host (its warm-up) measure the same thing; a device median
+    far below the host's means the samples' work ran outside their timed region."""
+    if device_median_s * HOST_DISAGREEMENT < host_median_s:
+        return (f"the timed median ({device_median_s * 1e3:.3g} ms) is {host_median_s / device_median_s:.3g} times "
+                f"below the host's time of a call ({host_median_s * 1e3:.3g} ms, its warm-up): on a CPU the two are "
+                f"one clock, so work ran outside the timed region")
+    return None
+
+
 def _audit(backend, run, ledger: Ledger, sampled_s: float) -> int:
-    """Untimed launches, each accounted for as a sample is, until the point has AUDIT_LAUNCHES checked launches in a
-    row, for at most AUDIT_MAX_S (measure/timing.py) and no longer than its sampling took: a fault that fires once in
-    a few dozen launches shows where a short timing (the tune stage's) met its precision in a few samples. Returns how
-    many ran."""
+    """Launches through the samples' own timed path, each accounted for as a sample is (their times are not kept),
+    until the point has AUDIT_LAUNCHES checked launches in a row, for at most AUDIT_MAX_S (measure/timing.py) and no
+    longer than its sampling took: a fault that fires once in a few dozen launches shows where a short timing (the
+    tune stage's) met its precision in a few samples. Returns how many ran."""
     deadline, ran = time.perf_counter() + min(sampled_s, timing.AUDIT_MAX_S), 0
     while ledger.launches < timing.AUDIT_LAUNCHES and time.perf_counter() < deadline:
         ledger.before()
-        run()
+        backend.device_time(run)
         ledger.after()
-        backend.synchronize()
         ran += 1
     return ran
 
 
-def _timed_output_problem(ledger: Ledger, expected: tuple, backend, tolerance: float) -> str | None:
-    """Why the outputs the timed launches left are not the product's, or None."""
-    differing, first = ledger.differing()
-    if differing:
-        return (f"the timed launches' output: {differing} of {ledger.samples} samples left an output that differs "
-                f"from the first sample's, bit for bit ({first}; inputs alternate between copies and are negated on "
-                f"reuse, the output poisoned before each): a race, work skipped, state carried between launches, or "
-                f"a result kept from an earlier launch")
-    for what, out in ledger.held_outputs():  # copies: their guard bands are the buffers', checked below
-        checked, why, _ = _checked(expected, backend, out, None, tolerance)
+def _held_problem(ledger: Ledger, workload, backend, mode: str, k: int) -> str | None:
+    """Why a drawn sample's output, compared in full with the fp64 reference of its own inputs, is not their
+    product (or its buffers were written outside), or None."""
+    for what, inputs, out in ledger.held_outputs():  # copies: their guard bands are the buffers', checked below
+        checked, why, _ = _checked(_reference(workload, backend, inputs), backend, out, None, mode, k)
         if checked != "ok":
             return f"the timed launches' output, {what}: {why}"
     outside = sum(backend.outside_writes(b) for b in ledger.buffers())
@@ -417,13 +475,35 @@ def measure_row(variant, builds: Builds, backend, task: Task, point: Point, fact
     return bench_row(variant, builds.for_point(point), backend, task, point, facts)
 
 
+def _reached_out(threads: frozenset, backend) -> dict:
+    """A failed row's status and message where the point left the process otherwise than it found it for the next
+    point or variant (`threads`: the Python threads before the task's first point), else nothing."""
+    left = guard.left_behind(threads)
+    if left:
+        return {"status": "failed", "message": f"the variant left {len(left)} thread(s) running after its point "
+                                               f"({', '.join(left)[:200]}): they would run on into the next point's "
+                                               f"or variant's timing"}
+    busy = backend.device_busy()
+    if busy:
+        return {"status": "failed", "message": f"{busy}: it would share the GPU with the next point's timing"}
+    written = REFERENCES.verify(backend)
+    if written:
+        return {"status": "failed", "message": f"the harness's fp64 references of {written} shape(s) were written "
+                                               f"while this point ran (their digests changed): a variant reached into "
+                                               f"the harness; they are computed again for the next"}
+    return {}
+
+
 _backends: dict = {}
+HARNESS_THREADS: set = set()  # native threads the harness itself started (a device's runtime, a BLAS pool)
 
 
 def _backend(device: str):
     """One backend (streams, timing kernels, scratch) per device and process: a resident worker's tasks share it."""
     if device not in _backends:
+        before = guard.native_threads()
         _backends[device] = backends.create(device)
+        HARNESS_THREADS.update(guard.native_threads() - before)
         if device == "cuda":
             total = _backends[device].xp.cuda.Device().mem_info[1]
             REFERENCES.budget = min(References.BUDGET_BYTES, int(References.BUDGET_SHARE * total))
@@ -456,6 +536,7 @@ def run(task: Task, start: int, done: dict, send) -> int:
             send(event="row", index=i, row=row)
         return 0
     send(event="ready", device=facts if task.kind in ("measure", "profile") else None)
+    threads = guard.python_threads()  # before the variant's first launch
     for i in range(start, len(task.points)):
         send(event="start", index=i)
         try:
@@ -468,6 +549,8 @@ def run(task: Task, start: int, done: dict, send) -> int:
                 row = profile_row(variant, builds, backend, task, point)
             else:
                 row = measure_row(variant, builds, backend, task, point, facts, done)
+            if row.get("status") == "ok":
+                row = {**row, **_reached_out(threads, backend)}
         except Exception as exc:
             traceback.print_exc()
             done[i] = failure_row(exc)
@@ -512,6 +595,7 @@ def serve(address: str, idle_s: float) -> int:
     faulthandler.enable()  # a crash leaves its cause in the log the job reads
     modules: set[str] = set()
     watched = source_stamps()
+    threads = guard.python_threads()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(address)  # left by a worker that was killed
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
@@ -538,14 +622,39 @@ def serve(address: str, idle_s: float) -> int:
                 # what the task imported (its variant) is watched too, as it was before the job can go on
                 modules.update(task.variant_modules)
                 watched = {**source_stamps(modules), **watched}
-                if code:  # no job may connect to it while it exits
+                differs = _not_fresh(threads)
+                if differs:
+                    print(f"worker: not reused: {differs}", file=sys.stderr)
+                if code or differs:  # no job may connect to it while it exits
                     os.unlink(address)
                 send(event="end", code=code)
+            if differs:  # a fresh process for the next job (without waiting for whatever still runs here)
+                sys.stderr.flush()
+                os._exit(code)
             _built.clear()  # compiled kernels are the job's; the references stay for the next variant
             if "cuda" in _backends:  # and the memory the job's arrays held goes back to the device
                 _backends["cuda"].xp.get_default_memory_pool().free_all_blocks()
             if code:
                 return code
+
+
+def _not_fresh(threads: frozenset) -> str | None:
+    """What a task left in this worker that a fresh one would not have (so the next variant must not meet it): a
+    hook, another switch interval or timer, threads beyond the harness's own (`threads`: its Python threads when it
+    started), or work still running on the device. None: the next task may run here."""
+    found = guard.tampering()
+    if found:
+        return found
+    left = guard.left_behind(threads)
+    if left:
+        return f"{len(left)} thread(s) left running ({', '.join(left)[:200]})"
+    extra = guard.native_threads() - STARTED_THREADS - HARNESS_THREADS
+    if extra:
+        return f"{len(extra)} native thread(s) started by a variant (a pool of its runtime, or a thread of its own)"
+    return next((busy for busy in (b.device_busy() for b in _backends.values()) if busy), None)
+
+
+STARTED_THREADS = guard.native_threads()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ class Workload:
     just: Callable[[dict], dict]  # (sizes) -> config overrides whose plan is that one shape (the CLI's `run`)
     # the config sections that sweep and listed read, by those names
     config_keys: Mapping[str, tuple[str, ...]]
+    # (sizes) -> how many products are summed into an output element along its chain of products: with the mode, it
+    # sets the error an honest result may have (measure/checking.py)
+    reduction: Callable[[dict], int] = lambda d: int(d["k"])
 
     def min_bytes(self, dims: dict, mode: str = "fp32"):
         """Each operand read once and the output written once."""
