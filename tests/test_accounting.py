@@ -71,11 +71,10 @@ def test_a_cheat_that_cannot_hit_is_published_with_the_time_of_its_work(cpu_conf
 
 
 @pytest.mark.parametrize("control", ["cpu/planted-leaves-thread", "cpu/planted-hook-on-stop",
-                                     "cpu/planted-pooled-thread", "cpu/planted-reference-writer",
-                                     "cpu/planted-switch-interval"])
+                                     "cpu/planted-reference-writer", "cpu/planted-switch-interval"])
 def test_the_variant_measured_after_a_control_meets_a_fresh_worker_or_its_own_references(
         cpu_config, tmp_path, caplog, control):
-    """In one run's resident worker: an honest variant, a control that leaves state behind (a thread, a hook, a pool,
+    """In one run's resident worker: an honest variant, a control that leaves state behind (a thread at work, a hook,
     a written reference, another switch interval), then the honest variant again: it is `ok`, in a fresh worker
     where the control left the process otherwise than it found it, and checked against references of its own."""
     import logging

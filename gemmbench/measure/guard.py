@@ -31,6 +31,23 @@ def native_threads() -> frozenset:
         return frozenset(str(t.native_id) for t in threading.enumerate())
 
 
+def busy_threads(among: frozenset, window_s: float = 0.1) -> list[str]:
+    """Which of the threads `among` (native ids) used the CPU during `window_s` (idle pools do not)."""
+    def ticks():
+        found = {}
+        for tid in among:
+            try:
+                fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                found[tid] = int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+        return found
+    before = ticks()
+    time.sleep(window_s)
+    after = ticks()
+    return sorted(tid for tid in after if after[tid] > before.get(tid, after[tid]))
+
+
 def python_threads() -> frozenset:
     return frozenset(t for t in threading.enumerate() if t.is_alive())
 

@@ -639,18 +639,19 @@ def serve(address: str, idle_s: float) -> int:
 
 
 def _not_fresh(threads: frozenset) -> str | None:
-    """What a task left in this worker that a fresh one would not have (so the next variant must not meet it): a
-    hook, another switch interval or timer, threads beyond the harness's own (`threads`: its Python threads when it
-    started), or work still running on the device. None: the next task may run here."""
+    """What a task left in this worker that a fresh one would not have and the next variant would meet: a hook,
+    another switch interval or timer, Python threads beyond the harness's own (`threads`: those when it started),
+    native threads at work (an idle pool of a variant's runtime stays), or work still running on the device. None:
+    the next task may run here."""
     found = guard.tampering()
     if found:
         return found
     left = guard.left_behind(threads)
     if left:
         return f"{len(left)} thread(s) left running ({', '.join(left)[:200]})"
-    extra = guard.native_threads() - STARTED_THREADS - HARNESS_THREADS
-    if extra:
-        return f"{len(extra)} native thread(s) started by a variant (a pool of its runtime, or a thread of its own)"
+    busy = guard.busy_threads(guard.native_threads() - STARTED_THREADS - HARNESS_THREADS)
+    if busy:  # a runtime's idle pool stays; a thread still at work would share the cores with the next timing
+        return f"{len(busy)} thread(s) a variant started still running"
     return next((busy for busy in (b.device_busy() for b in _backends.values()) if busy), None)
 
 
