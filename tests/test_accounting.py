@@ -162,7 +162,7 @@ def test_an_honest_fp32_product_is_within_a_quarter_of_the_bound_and_the_bound_f
         assert honest["max_error_units"] <= checking.MAX_UNITS / 4, (m, n, k, honest)
         tf32 = tf32_rounded(a) @ tf32_rounded(b)
         assert units(tf32)[1] == "failed" and units(tf32, "tf32")[1] == "ok", (m, n, k)
-        if k > 1 and k <= 512:  # at longer reductions fp32's own rounding reaches a split product's
+        if 1 < k <= 256:  # at longer reductions fp32's own rounding reaches a split product's
             (ah, al), (bh, bl) = bf16_split(a), bf16_split(b)
             assert units(ah @ bh + (ah @ bl + al @ bh))[1] == "failed", (m, n, k)
         if not (m % 2 or n % 2 or k % 2):

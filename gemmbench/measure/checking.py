@@ -13,15 +13,15 @@ import math
 #     (tf32, bf16) align addends with few extra bits and truncate, so their error grows linearly, k/8 x 2^-24 (the
 #     constant is the H100's, cuBLAS's included, read off validation errors from k = 17 to 16384).
 # A point passes when its relative Frobenius error is within RMS_UNITS and every element's scaled error within
-# MAX_UNITS of that unit. Honest fp32 products sit near a quarter of either (their rms near 0.3 units at every k,
-# their worst element near 5 units over 2^28 elements); a TF32 product is hundreds of fp32 units off, a product
-# composed of BF16 pieces several (up to k of a few hundred: at longer reductions fp32's own rounding catches up with
-# it), and a Strassen-type product, which adds rows of unlike scale, millions on inputs with rows and columns scaled
-# by 2^±12 (Backend.inputs(scaled=True), every validation's).
+# MAX_UNITS of that unit. Honest fp32 products stay within a quarter of either (their rms near 0.3 units at every k,
+# up to about 0.65 on outputs of a hundred elements; their worst element near 5 units over 2^28 elements); a TF32
+# product is hundreds of fp32 units off, a product composed of BF16 pieces several (up to k of a few hundred: at
+# longer reductions fp32's own rounding catches up with it), and a Strassen-type product, which adds rows of unlike
+# scale, millions on inputs with rows and columns scaled by 2^±12 (Backend.inputs(scaled=True), every validation's).
 UNIT_ROUNDOFF = 2.0 ** -24  # fp32's: every mode accumulates in fp32
 INPUT_ROUNDING = {"fp32": 2 * UNIT_ROUNDOFF, "tf32": 2 * 2.0 ** -11, "bf16": 2 * UNIT_ROUNDOFF}
 TENSOR_CORE_MODES = ("tf32", "bf16")
-RMS_UNITS = 1.5
+RMS_UNITS = 2.6
 MAX_UNITS = 24.0
 
 
