@@ -323,15 +323,13 @@ def strassen(a, b, matmul=np.matmul):
     m1, m2 = matmul(a11 + a22, b11 + b22), matmul(a21 + a22, b11)
     m3, m4 = matmul(a11, b12 - b22), matmul(a22, b21 - b11)
     m5, m6, m7 = matmul(a11 + a12, b22), matmul(a21 - a11, b11 + b12), matmul(a12 - a22, b21 + b22)
-    top = [m1 + m4 - m5 + m7, m3 + m5]
-    return [[*top], [m2 + m4, m1 - m2 + m3 + m6]]
+    return np.block([[m1 + m4 - m5 + m7, m3 + m5], [m2 + m4, m1 - m2 + m3 + m6]])
 
 
 def _strassen(artifact, a, b, c, stream):
     """One level of Strassen's algorithm, credited with 2mnk FLOPs: fewer multiplications, and rows of unlike scale
     added together (the small ones lose their digits)."""
-    parts = strassen(a, b)
-    c[...] = np.block(parts) if isinstance(parts, list) else parts
+    c[...] = strassen(a, b)
 
 
 # Cheats: each must end with its point not published as `ok` (or, for planted-unobserved and planted-content-cache,

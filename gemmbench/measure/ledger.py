@@ -33,8 +33,6 @@ from gemmbench.measure import checking
 HELD = 2  # samples drawn for a full comparison
 BATCH_MEMORY = 512 << 20  # bytes of input copies and outputs a batch may take; fewer launches per batch above it
 PROBES = 64  # output elements a CPU sample must have written when its timer stops
-
-
 LATER_S = 0.2  # how long a CPU output found unwritten is watched for work that lands after the timer
 
 
@@ -67,11 +65,12 @@ class Set:
 
 class Ledger:
     """The inputs and outputs of a point's timed launches, and what each sample left (see the module's docstring).
-    `guard`, if given, says after each sample what changed in the process while it was timed (measure/guard.py)."""
+    `guard`, once set (when sampling starts), says after each sample what changed in the process while it was timed
+    (measure/guard.py)."""
 
-    def __init__(self, backend, operands: list, out, buffer, seed: int, guard=None):
-        self.backend, self.xp, self.guard = backend, backend.xp, guard
-        self.sets = [Set(operands, out, buffer)]
+    def __init__(self, backend, operands: list, out, buffer, seed: int):
+        self.backend, self.xp, self.guard = backend, backend.xp, None
+        self.main = Set(operands, out, buffer)  # one-launch samples
         self.batch_sets: list[Set] = []
         self.draws = random.Random(seed ^ random.SystemRandom().getrandbits(64))
         self.residuals = self.xp.zeros((0, 2), dtype=self.xp.float64)  # per launch, filled on the device
@@ -80,33 +79,32 @@ class Ledger:
         self.samples = 0
         self.incomplete: list[int] = []  # CPU samples whose output was not all written when the timer stopped
         self.changed: str | None = None  # the first change the guard saw
-        self.current = self.sets[0]
 
     @property
     def operands(self) -> list:
-        return self.current.operands
+        return self.main.operands
 
     @property
     def out(self):
-        return self.current.out
+        return self.main.out
 
     # one launch per sample
 
     def before(self) -> None:
         """Outside the timed region, before a one-launch sample: fresh inputs, the output poisoned."""
-        self.current.refresh(self.backend, self.draws)
+        self.main.refresh(self.backend, self.draws)
 
     def after(self) -> None:
         """Outside the timed region, after a sample: the output probed (CPU), its test queued, maybe held."""
-        self._probe([self.current])
-        self._take([self.current])
+        self._probe([self.main])
+        self._take([self.main])
 
     # several launches per sample
 
     def batch(self, launches: int) -> int:
         """Sets for batches of `launches` (each launch its own inputs and output), fewer where they would take more
         than BATCH_MEMORY; returns the launches per batch (1: do not batch)."""
-        first = self.sets[0]
+        first = self.main
         per_set = sum(x.nbytes for x in first.operands) + first.buffer.nbytes
         launches = min(launches, BATCH_MEMORY // max(per_set, 1))
         if launches > 1:
@@ -178,12 +176,12 @@ class Ledger:
 
     def held_outputs(self):
         """(what it is, its inputs made again from their keys, its output) of each drawn sample; the inputs are the
-        first set's arrays, filled anew for each."""
-        inputs = self.sets[0].operands
+        one-launch set's arrays, filled anew for each."""
+        inputs = self.main.operands
         for sample, keys, out in self.held:
             for x, key in zip(inputs, keys):
                 self.backend.fill_random(x, key)
             yield f"sample {sample} of {self.samples} (drawn at random)", inputs, out
 
     def buffers(self) -> list:
-        return [s.buffer for s in self.sets + self.batch_sets]
+        return [s.buffer for s in [self.main, *self.batch_sets]]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-AUDIT_LAUNCHES = 64  # launches each point fingerprints at least, after its sampling, where the time allows
+AUDIT_LAUNCHES = 64  # launches each point tests at least, after its sampling, where the time allows
 AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
 
 

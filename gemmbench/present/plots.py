@@ -301,7 +301,7 @@ def _roofline(ok: pd.DataFrame, devices: list[dict]) -> plt.Figure:
     return grid.figure
 
 
-def error_units(rows: pd.DataFrame) -> pd.Series:
+def _error_units(rows: pd.DataFrame) -> pd.Series:
     """Each validation row's relative error as a multiple of the honest error of its mode and reduction length
     (measure/checking.py), from its shape: rows of tables older than the error_units column alike."""
     def units(row):
@@ -317,7 +317,7 @@ def _validation_error(checked: pd.DataFrame) -> plt.Figure:
     if checked.empty:
         return placeholder("Validation error", "no validation result with a measured error in this run")
     # exact results (error 0) would vanish from a log axis, so floor them
-    checked = checked.assign(units=error_units(checked).clip(lower=1e-3))
+    checked = checked.assign(units=_error_units(checked).clip(lower=1e-3))
 
     def draw(ax, rows):
         modes = modes_in(rows)

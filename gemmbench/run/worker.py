@@ -190,21 +190,20 @@ class References:
     def _digests(self, backend, pair) -> tuple:
         return tuple(backend.digest(x, self.salt) for x in pair)
 
-    def verify(self, backend) -> int:
-        """How many kept references no longer match their digests; those are dropped."""
-        written = [key for key, (pair, digests) in self.kept.items() if self._digests(backend, pair) != digests]
+    def verify(self, backend, only: tuple | None = None) -> int:
+        """How many kept references (or only the pair `only`, as get returned it) no longer match their digests;
+        those are dropped, to be computed again for the next."""
+        written = [key for key, (pair, digests) in self.kept.items()
+                   if (only is None or pair is only) and self._digests(backend, pair) != digests]
         for key in written:
             del self.kept[key]
         return len(written)
 
     def check(self, backend, pair: tuple) -> None:
-        """Raises ReferenceChanged where `pair` (as get returned it) no longer has the bytes it was computed with;
-        its entry is dropped, to be computed again for the next."""
-        for key, (kept, digests) in list(self.kept.items()):
-            if kept is pair and self._digests(backend, kept) != digests:
-                del self.kept[key]
-                raise ReferenceChanged("the harness's fp64 reference was written while the variant ran (its digest "
-                                       "changed): a variant reached into the harness")
+        """Raises ReferenceChanged where `pair` (as get returned it) no longer has the bytes it was computed with."""
+        if self.verify(backend, pair):
+            raise ReferenceChanged("the harness's fp64 reference was written while the variant ran (its digest "
+                                   "changed): a variant reached into the harness")
 
     def get(self, key, compute, backend) -> tuple[tuple, float]:
         """The reference of `key` and the seconds spent computing it here (0: kept from an earlier point)."""
