@@ -317,7 +317,7 @@ def _unlike(row: dict, tuned: dict) -> dict:
 
 def _as_tuned(task: Task, row: dict, record: dict, timeout_s: float) -> dict:
     """The build row, its kernels the ones its tuning timed: a compiler whose output varies from run to run (NVRTC
-    13.5 now and then allocates another set of registers; kernels/generated.py) can cache an odd kernel, which every
+    13.5 now and then allocates another set of registers; kernels/machine_code.py) can cache an odd kernel, which every
     later job would load and time. Where a tuned class's kernel has other registers than the winning trial's, the
     build compiles again into a fresh cache (up to REBUILDS times), and the first that matches replaces the odd
     kernels in the run's caches; where none does, the row says so and the kernels stay as compiled."""

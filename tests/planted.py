@@ -456,7 +456,7 @@ register(Variant(family="cpu", name="planted-tf32-mode", device="cpu", modes=("f
 
 
 def _build_unstable(mode, params, cache_dir):
-    """A compiler that now and then allocates registers otherwise, as NVRTC 13.5 does (kernels/generated.py), and
+    """A compiler that now and then allocates registers otherwise, as NVRTC 13.5 does (kernels/machine_code.py), and
     caches what it made where CuPy keeps its cubins: the run's first compile (PLANTED_COMPILES counts them; all of
     them with PLANTED_ALWAYS_ODD) makes a 137-register kernel, the others the 125 of its tuning."""
     cached = Path(cache_dir) / "cupy" / f"planted-{params['delay_ms']}.json"

@@ -14,12 +14,11 @@ import pytest
 
 from gemmbench import ROOT, tune
 from kernels import registry
-from kernels.cupy import rungs
-from kernels.cupy.rung import HERE, SM90A, cdiv
-from kernels.cupy.tensorcore import rungs as tensorcore
+from kernels.cupy import tensorcore, variants
+from kernels.cupy.nvrtc import HERE, SM90A, cdiv
 from kernels.cupy.tensorcore import tma
 
-RUNGS = rungs.RUNGS
+RUNGS = variants.RUNGS
 
 
 def find_nvcc() -> str | None:
@@ -80,7 +79,8 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS if r.launcher is None for m in r.kernels],
+@pytest.mark.parametrize("rung,mode",
+                         [(r, m) for r in tensorcore.variants.RUNGS if r.launcher is None for m in r.kernels],
                          ids=lambda x: getattr(x, "name", x))
 def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_without_spilling(rung, mode, tmp_path):
     """In each of its modes: TF32 kernels take float operands, BF16 kernels bfloat16 bits."""
@@ -98,7 +98,7 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.RUNGS if r.launcher for m in r.kernels],
+@pytest.mark.parametrize("rung,mode", [(r, m) for r in tensorcore.variants.RUNGS if r.launcher for m in r.kernels],
                          ids=lambda x: getattr(x, "name", x))
 def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spilling(rung, mode, tmp_path):
     """Every instance: BF16 copies with TMA where rows are 16-byte aligned and with the producer warpgroup's threads
@@ -118,7 +118,7 @@ def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spill
 
 def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
     """Built for sm_90a, its module would not load on another GPU: the build says why instead (a rejected build)."""
-    monkeypatch.setattr("kernels.cupy.rung.compute_capability", lambda: "80")
+    monkeypatch.setattr("kernels.cupy.nvrtc.compute_capability", lambda: "80")
     variant = registry.load()["cupy/tc04_wgmma"]
     with pytest.raises(ValueError, match="tc04_wgmma issues wgmma, which only sm_90 GPUs have .this one is sm_80."):
         variant.build("bf16", variant.params, None)
@@ -126,9 +126,9 @@ def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
 
 @pytest.mark.parametrize("folder", [HERE, HERE / "tensorcore"], ids=lambda f: f.name)
 def test_the_folder_lists_its_ladder_in_order(folder):
-    """`ls` reads as the ladder: every kernel file of the folder is a rung, declared in the folder's rungs.py in the
+    """`ls` reads as the ladder: every kernel file of the folder is a rung, declared in the folder's variants.py in the
     order of the file names, and registered as a built-in variant."""
-    declared = {HERE: rungs.RUNGS, HERE / "tensorcore": tensorcore.RUNGS}[folder]
+    declared = {HERE: variants.RUNGS, HERE / "tensorcore": tensorcore.variants.RUNGS}[folder]
     files = sorted(p.name for p in folder.glob("*.cu"))
     assert [r.file for r in declared] == files and all(r.folder == folder for r in declared)
     assert [f"cupy/{r.name}" for r in declared] == [k for k in registry.load() if k.startswith("cupy/") and
@@ -224,16 +224,17 @@ def test_a_tuning_key_holds_only_the_compilers_of_its_family():
 def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
     rung = registry.load()["cupy/10_pipelined"]
     files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
-    assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/rung.py",
-            "kernels/cupy/rungs.py", "kernels/tiles.py"} <= files
+    assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/nvrtc.py",
+            "kernels/cupy/variants.py", "kernels/tiles.py"} <= files
 
 
 def test_a_tensor_core_rungs_tuning_key_covers_the_module_that_declares_it():
-    """Its launch code is every CuPy rung's, its tiles and checks are declared in kernels/cupy/tensorcore/rungs.py."""
+    """Its launch code is every CuPy rung's, its tiles and checks are declared in
+    kernels/cupy/tensorcore/variants.py."""
     rung = registry.load()["cupy/tc03_cp_async"]
     files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
-    assert {"kernels/cupy/tensorcore/tc03_cp_async.cu", "kernels/cupy/10_pipelined.cu", "kernels/cupy/rung.py",
-            "kernels/cupy/tensorcore/rungs.py"} <= files
+    assert {"kernels/cupy/tensorcore/tc03_cp_async.cu", "kernels/cupy/10_pipelined.cu", "kernels/cupy/nvrtc.py",
+            "kernels/cupy/tensorcore/variants.py"} <= files
 
 
 def test_every_committed_tuning_result_matches_the_current_sources():

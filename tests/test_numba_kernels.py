@@ -15,7 +15,7 @@ from test_cupy_kernels import NVCC, committed_params
 
 from gemmbench import tune
 from kernels import registry
-from kernels.numba.ladder import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
+from kernels.numba.variants import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
 
 KERNEL_RUNGS = [r for r in RUNGS if not r.gufunc]
 VARIANTS = {r.variant_name: registry.load()[f"numba/{r.variant_name}"] for r in RUNGS}
@@ -54,7 +54,7 @@ def _simulated_errors(cases: list[tuple[str, dict]]) -> list[dict]:
 import json, sys
 import numpy as np
 from numba import cuda
-from kernels.numba.ladder import RUNGS, SIGNATURE, module
+from kernels.numba.variants import RUNGS, SIGNATURE, module
 rungs = {{r.variant_name: r for r in RUNGS}}
 out = []
 for name, params in json.loads(sys.argv[1]):

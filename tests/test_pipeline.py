@@ -103,7 +103,7 @@ def test_dry_run_of_the_default_gpu_config_plans_the_full_sweep(tmp_path):
     assert not (tmp_path / "results").exists()
     # What determines a kernel is what re-runs it: its source, its family's launch code and the shared helpers.
     build = re.search(r"rule build:\n    input: ([^\n]*)\n    output: results/build/cupy/03_smem_tiles/fp32.json", out)
-    assert build and {"03_smem_tiles.cu", "common.cuh", "rung.py", "rungs.py", "tiles.py"} <= {
+    assert build and {"03_smem_tiles.cu", "common.cuh", "nvrtc.py", "variants.py", "tiles.py"} <= {
         p.rsplit("/", 1)[-1] for p in build.group(1).split(", ")}, build
     # Builds launch nothing, so they share the GPU and run beside the one job that measures on it.
     jobs = [job for job in planned_jobs(out) if job["rule"] in ("build", "measure")]
@@ -193,7 +193,7 @@ def test_tables_schema_is_the_one_the_issue_promises():
 
 
 def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_variants(tmp_path):
-    """On a copy of the workflow whose outputs are all up to date (--touch), appending to kernels/cupy/rung.py
+    """On a copy of the workflow whose outputs are all up to date (--touch), appending to kernels/cupy/nvrtc.py
     (the CuPy rungs' launch code, not a kernel file) re-runs each rung's tune, build, validation and bench."""
     tree = tree_copy(tmp_path / "tree")
     command = [sys.executable, "-m", "snakemake", "-s", str(tree / "Snakefile"), "--directory", str(tree), "--cores",
@@ -207,7 +207,7 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
     assert subprocess.run(command + ["--touch"], capture_output=True, text=True, env=env).returncode == 0
     up_to_date = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
     assert "Nothing to be done" in up_to_date.stdout + up_to_date.stderr
-    with open(tree / "kernels/cupy/rung.py", "a") as launch_code:
+    with open(tree / "kernels/cupy/nvrtc.py", "a") as launch_code:
         launch_code.write("# an edit to the launch code\n")
     again = subprocess.run(command + ["-n"], capture_output=True, text=True, env=env)
     jobs = planned_jobs(again.stdout + again.stderr)

@@ -42,14 +42,14 @@ def test_the_code_key_leaves_out_what_one_python_version_adds_to_a_syntax_tree()
 def test_comments_and_docstrings_in_shared_files_leave_every_record_current(tmp_path):
     """The files whose one-line comment made most committed records stale, when records were keyed by their bytes."""
     tree = tree_copy(tmp_path / "tree")
-    for name, comment in (("kernels/tiles.py", "# a comment\n"), ("kernels/cupy/rung.py", "# a comment\n"),
-                          ("kernels/cupy/rungs.py", "# a comment\n"),
+    for name, comment in (("kernels/tiles.py", "# a comment\n"), ("kernels/cupy/nvrtc.py", "# a comment\n"),
+                          ("kernels/cupy/variants.py", "# a comment\n"),
                           ("kernels/cupy/common.cuh", "// a comment\n/* and\n another */\n"),
-                          ("kernels/cupy/tensorcore/rungs.py", "# a comment\n"), ("kernels/cupy/10_pipelined.cu",
+                          ("kernels/cupy/tensorcore/variants.py", "# a comment\n"), ("kernels/cupy/10_pipelined.cu",
                                                                                   "// a comment\n")):
         path = tree / name
         path.write_text(comment + path.read_text() + "\n" + comment)
-    edit(tree / "kernels/cupy/rung.py", '"""How a CuPy raw-CUDA rung', '"""How, reworded, a CuPy raw-CUDA rung')
+    edit(tree / "kernels/cupy/nvrtc.py", '"""How a CuPy raw-CUDA rung', '"""How, reworded, a CuPy raw-CUDA rung')
     assert check(tree) == (COMMITTED, [])
 
 
@@ -61,9 +61,9 @@ def add_toy_rung(tree: Path) -> None:
     """A new rung is its kernel file and its declaration, nothing else."""
     kernel = (tree / "kernels/cupy/01_naive.cu").read_text().replace("sgemm_naive", "sgemm_toy")
     (tree / "kernels/cupy/14_toy.cu").write_text(kernel)
-    text = (tree / "kernels/cupy/rungs.py").read_text()
+    text = (tree / "kernels/cupy/variants.py").read_text()
     end = text.rindex(")")
-    (tree / "kernels/cupy/rungs.py").write_text(text[:end] + TOY_RUNG + text[end:])
+    (tree / "kernels/cupy/variants.py").write_text(text[:end] + TOY_RUNG + text[end:])
 
 
 def test_a_new_rung_is_its_file_and_declaration_and_leaves_every_other_rungs_record_current(tmp_path):

@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 
 from kernels.tiles import cdiv
-from kernels.tvm import family
+from kernels.tvm import variants
 from tests.test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
-SM90 = family.cuda_target("sm_90")
+SM90 = variants.cuda_target("sm_90")
 SHAPES = [(64, 64, 64), (128, 96, 160), (33, 65, 17)]
 
 
 def params_for(file: str) -> dict:
     """A schedule's defaults; for the tuned schedule, a record (a sample of its space, as tuning would give)."""
-    module = family.schedule_module(file)
+    module = variants.schedule_module(file)
     return module.DEFAULTS if module.check(module.DEFAULTS) is None else sampled_cuda_record(5)
 
 
 def source_for(file: str, shape, params=None) -> tuple[str, object]:
-    sch = family.scheduled(file, params or params_for(file), shape, SM90)
-    return family.cuda_source(sch, SM90), sch
+    sch = variants.scheduled(file, params or params_for(file), shape, SM90)
+    return variants.cuda_source(sch, SM90), sch
 
 
 def run_on_cpu(sch, shape, target) -> None:
@@ -44,7 +44,7 @@ def run_on_cpu(sch, shape, target) -> None:
 
 
 # MetaSchedule's first use in a process imports TVM's tensor intrinsics: minutes on a 2-core machine
-SCHEDULES = [pytest.param(f, marks=pytest.mark.slow) if "metaschedule" in f else f for f in family.SCHEDULES]
+SCHEDULES = [pytest.param(f, marks=pytest.mark.slow) if "metaschedule" in f else f for f in variants.SCHEDULES]
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -53,7 +53,7 @@ SCHEDULES = [pytest.param(f, marks=pytest.mark.slow) if "metaschedule" in f else
 def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path):
     source, _ = source_for(file, shape)
     report = nvcc_sm90(source.splitlines(), (tmp_path,), tmp_path, Path(file).stem)
-    assert re.findall(r"Compiling entry function '(\w+)'", report) == [family.kernel_name(source)]
+    assert re.findall(r"Compiling entry function '(\w+)'", report) == [variants.kernel_name(source)]
     assert_no_spills(report)
 
 
@@ -65,7 +65,7 @@ def test_nvrtc_finds_the_headers_the_launch_needs(file):
 
     source, _ = source_for(file, (33, 65, 17))
     _, program = nvrtc.nvrtcCreateProgram(source.encode(), b"tvm.cu", 0, [], [])
-    options = [o.encode() for o in ("-arch=sm_90", *family.nvrtc_options())]
+    options = [o.encode() for o in ("-arch=sm_90", *variants.nvrtc_options())]
     (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
     _, size = nvrtc.nvrtcGetProgramLogSize(program)
     log = b" " * size
@@ -84,9 +84,9 @@ def test_the_d2l_tiling_is_correct_on_the_cpu(file, shape):
     tiling, loop order, shared and local caches, vectorised loads and write-back as on the GPU, with the block and
     thread loops run serially. What it cannot check is what needs real threads: barriers and the cooperative
     fetch's division of work between threads (their loop extents are checked by the launch test below)."""
-    module = family.schedule_module(file)
+    module = variants.schedule_module(file)
     for params in (module.DEFAULTS, {"block_size": 8, "tx": 4, "ty": 8, "tk": 8}):
-        run_on_cpu(family.scheduled(file, params, shape, "llvm", bind=False), shape, "llvm")
+        run_on_cpu(variants.scheduled(file, params, shape, "llvm", bind=False), shape, "llvm")
 
 
 def test_the_vectorised_d2l_reads_shared_memory_as_float4_in_its_source():
@@ -105,8 +105,8 @@ def test_the_d2l_launch_covers_every_output(file, shape):
     """Grid and block as read off the schedule: BLOCK×BLOCK threads, one block per (BLOCK·TX)×(BLOCK·TY) tile,
     blockIdx.x over columns as in d2l."""
     m, n, _ = shape
-    p = family.schedule_module(file).DEFAULTS
-    grid, block = family.launch_dims(family.scheduled(file, p, shape, SM90))
+    p = variants.schedule_module(file).DEFAULTS
+    grid, block = variants.launch_dims(variants.scheduled(file, p, shape, SM90))
     assert block == (p["block_size"], p["block_size"], 1)
     assert grid == (cdiv(n, p["block_size"] * p["ty"]), cdiv(m, p["block_size"] * p["tx"]), 1)
 
@@ -116,14 +116,14 @@ def test_dlight_launch_matches_its_source(shape):
     """dlight chooses its own tiling (for vector products, another of its rules): its block's thread count is the
     kernel's __launch_bounds__."""
     source, sch = source_for("03_dlight.py", shape)
-    grid, block = family.launch_dims(sch)
+    grid, block = variants.launch_dims(sch)
     assert int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1)) == block[0] * block[1] * block[2]
     assert all(g >= 1 for g in grid) and grid[2] == 1
 
 
-@pytest.mark.parametrize("file", family.SCHEDULES[:3])  # 04's parameters come from tuning (tested below)
+@pytest.mark.parametrize("file", variants.SCHEDULES[:3])  # 04's parameters come from tuning (tested below)
 def test_defaults_and_space_are_valid(file):
-    module = family.schedule_module(file)
+    module = variants.schedule_module(file)
     assert module.check(module.DEFAULTS) is None
     assert set(module.SPACE) <= set(module.DEFAULTS)
 
@@ -137,7 +137,7 @@ def test_the_kernel_takes_only_the_three_pointers():
 
 # --- 04: MetaSchedule -------------------------------------------------------------------------------------------
 
-METASCHEDULE = family.schedule_module("04_metaschedule.py")
+METASCHEDULE = variants.schedule_module("04_metaschedule.py")
 AWKWARD = [(33, 65, 17), (1000, 999, 1001), (128, 96, 160)]
 
 
@@ -157,7 +157,7 @@ def measure_on_cpu(shape, target):
         rows = []
         for params in param_sets:
             try:
-                lib = tvm.compile(METASCHEDULE.schedule(family.matmul(*shape), params, target).mod, target=target)
+                lib = tvm.compile(METASCHEDULE.schedule(variants.matmul(*shape), params, target).mod, target=target)
             except Exception as exc:
                 rows.append({"status": "error", "message": str(exc), "median_s": None})
                 continue
@@ -201,7 +201,7 @@ def test_metaschedule_tunes_resumes_seeds_and_moves_its_best_trace_to_other_shap
     json.dumps(topped_up)  # a tune result is plain JSON
 
     for other in [shape, *AWKWARD]:
-        run_on_cpu(METASCHEDULE.schedule(family.matmul(*other), topped_up["params"], cpu), other, cpu)
+        run_on_cpu(METASCHEDULE.schedule(variants.matmul(*other), topped_up["params"], cpu), other, cpu)
 
 
 def test_a_candidate_that_fails_to_measure_counts_as_a_trial_and_is_never_the_best(tmp_path):
@@ -227,7 +227,7 @@ def sampled_cuda_record(seed: int) -> dict:
     """A record as tuning would give one, without a GPU: a sample of MetaSchedule's CUDA design space at 256³."""
     from tvm.s_tir import meta_schedule as ms
 
-    module = METASCHEDULE.as_module(family.matmul(256, 256, 256))
+    module = METASCHEDULE.as_module(variants.matmul(256, 256, 256))
     context = ms.TuneContext(mod=module, target=METASCHEDULE.target_for(SM90), space_generator="post-order-apply",
                              task_name="main", rand_state=seed)
     return {"trace": METASCHEDULE.plain(context.generate_design_space()[0].trace.as_json()), "tuned_shape": [256] * 3}
@@ -246,10 +246,10 @@ def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
     params = sampled_cuda_record(seed)
     tile_i, tile_j = block_tile(params)
     for shape in [(256, 256, 256), (4096, 4096, 4096), *AWKWARD]:
-        sch = METASCHEDULE.schedule(family.matmul(*shape), params, SM90)
-        grid, _ = family.launch_dims(sch)
+        sch = METASCHEDULE.schedule(variants.matmul(*shape), params, SM90)
+        grid, _ = variants.launch_dims(sch)
         assert grid[0] * grid[1] * grid[2] == cdiv(shape[0], tile_i) * cdiv(shape[1], tile_j), shape
-        nvcc_sm90(family.cuda_source(sch, SM90).splitlines(), (tmp_path,), tmp_path, "metaschedule")
+        nvcc_sm90(variants.cuda_source(sch, SM90).splitlines(), (tmp_path,), tmp_path, "metaschedule")
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -272,7 +272,7 @@ def test_reading_sass_is_not_in_a_tvm_tuning_key():
     from kernels import registry
 
     files = {Path(f).name for f in tune.determining_files(registry.load()["tvm/04_metaschedule"])}
-    assert {"04_metaschedule.py", "family.py"} <= files and "sass.py" not in files
+    assert {"04_metaschedule.py", "variants.py"} <= files and "sass.py" not in files
 
 
 def test_async_pipeline_stages_become_cp_async_copies():
@@ -285,14 +285,14 @@ def test_async_pipeline_stages_become_cp_async_copies():
     record = json.loads(tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32").read_text())
     params = record["classes"]["4096"]["params"]
     assert "software_pipeline_async_stages" in json.dumps(params["trace"])
-    source = family.cuda_source(METASCHEDULE.schedule(family.matmul(256, 256, 256), params, SM90), SM90)
+    source = variants.cuda_source(METASCHEDULE.schedule(variants.matmul(256, 256, 256), params, SM90), SM90)
     assert re.search(r"cp\.async\.c[ag]\.shared\.global", source)
 
 
 def test_without_a_record_the_tuned_variant_says_what_is_missing():
     assert "tune stage" in METASCHEDULE.check(METASCHEDULE.DEFAULTS)
     with pytest.raises(ValueError, match="tune stage"):
-        METASCHEDULE.schedule(family.matmul(64, 64, 64), METASCHEDULE.DEFAULTS, SM90)
+        METASCHEDULE.schedule(variants.matmul(64, 64, 64), METASCHEDULE.DEFAULTS, SM90)
 
 
 def test_shared_load_widths_are_counted_from_sass():
@@ -358,6 +358,6 @@ def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_sta
 def test_a_candidates_accumulators_per_thread_are_its_block_tile_over_its_threads(seed):
     """What the search refuses unmeasured (over MAX_ACCUMULATORS) is counted from the trace's tile decisions."""
     params = sampled_cuda_record(seed)
-    _, block = family.launch_dims(METASCHEDULE.schedule(family.matmul(256, 256, 256), params, SM90))
+    _, block = variants.launch_dims(METASCHEDULE.schedule(variants.matmul(256, 256, 256), params, SM90))
     tile_i, tile_j = block_tile(params)
     assert METASCHEDULE.accumulators(METASCHEDULE.tuned_trace(params)) * np.prod(block) == tile_i * tile_j

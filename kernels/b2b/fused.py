@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels.registry import NVRTC, Built, Variant, register
+from kernels.registry import NVRTC, Built, Variant
 from kernels.tiles import cdiv
 
 HERE = Path(__file__).parent
@@ -37,16 +37,6 @@ class Rung:
         return "b2b_fused_" + self.kernel.rsplit("_", 1)[1]
 
 
-RUNGS = (
-    Rung("01_fused_simt.cu", "b2b_fused_simt", ("fp32",), "fused (A0·B0)·B1, FP32 FFMA register tiles; "
-         "the A1 slice stays in shared memory"),
-    Rung("02_fused_mma.cu", "b2b_fused_mma", ("tf32",), "fused (A0·B0)·B1 on TF32 tensor cores (mma.sync); "
-         "the A1 slice stays in shared memory"),
-    Rung("03_fused_warptile.cu", "b2b_fused_warptile", ("fp32",), "fused (A0·B0)·B1, FP32 FFMA with the CuPy "
-         "ladder's float4 warp-tile inner loop; the A1 slice stays in shared memory"),
-    Rung("04_fused_resident.cu", "b2b_fused_resident", ("tf32",), "rung 2 for K0, N0, N1 ≤ 64: persistent blocks "
-         "hold B0 and B1 in shared memory and stream A0, the next tile's copy in flight", resident=True),
-)
 RESIDENT, RESIDENT_BLOCKS = 64, 2  # as in 04_fused_resident.cu
 
 
@@ -134,7 +124,7 @@ def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
                              shared_mem=_smem(rung, np0, np1), stream=stream)
 
 
-def _variant(rung: Rung) -> Variant:
+def variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
                    build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir),
                    run=lambda *args: _run(rung, *args),
@@ -142,7 +132,3 @@ def _variant(rung: Rung) -> Variant:
                    source_files=(str(HERE / rung.file), str(HERE / "fused.cuh"),
                                  *([str(HERE / "02_fused_mma.cu")] if rung.resident else [])),
                    compilers=NVRTC, description=rung.description)
-
-
-for _rung in RUNGS:
-    register(_variant(_rung))

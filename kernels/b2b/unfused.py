@@ -6,14 +6,9 @@ import inspect
 
 import numpy as np
 
-import kernels.cpu
-import kernels.cublas
-import kernels.cupy  # noqa: F401  (the families whose GEMMs it composes register them)
 from kernels import registry
 from kernels.b2b import UNFUSED_PREFIX
-from kernels.registry import Variant, register
-
-GEMMS = ("cublas/gemm", "cupy/10_pipelined", "cpu/numpy-blas")
+from kernels.registry import Variant
 
 
 class TwoCalls:
@@ -50,7 +45,3 @@ def unfused(gemm: Variant) -> Variant:
                    unsupported=unsupported, source_files=(*sources, __file__),
                    role="baseline" if gemm.role == "baseline" else "unfused",
                    description=f"two calls of {gemm.key}: A1 = A0·B0 in memory, then A1·B1")
-
-
-for _key in GEMMS:
-    register(unfused(registry.registered(_key)))

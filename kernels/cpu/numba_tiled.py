@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from kernels.registry import Built, Variant, register
+from kernels.registry import Built
 
 SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], int64, int64, int64)"
 _kernel = None
@@ -48,8 +48,3 @@ def build(mode, params, cache_dir):
 def run(artifact, a, b, c, stream):
     kernel, tile_m, tile_n, tile_k = artifact
     kernel(a, b, c, tile_m, tile_n, tile_k)
-
-
-register(Variant(family="cpu", name="numba-tiled", device="cpu", modes=("fp32",), build=build, run=run,
-                 params={"tile_m": 64, "tile_n": 256, "tile_k": 128},
-                 description="numba.njit(parallel=True), output tiles in prange, k blocked"))

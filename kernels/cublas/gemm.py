@@ -7,7 +7,7 @@ Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first and no tran
 """
 from __future__ import annotations
 
-from kernels.registry import OPERAND_DTYPE, Built, Variant, register
+from kernels.registry import OPERAND_DTYPE, Built
 
 CUDA_R_32F, CUDA_R_16BF = 0, 14
 CUDA_TYPE = {"float32": CUDA_R_32F, "uint16": CUDA_R_16BF}  # by registry.OPERAND_DTYPE (uint16: bfloat16 bits)
@@ -39,10 +39,3 @@ def run(artifact, a, b, c, stream):
         alpha, b.data.ptr, artifact["operands"], n, a.data.ptr, artifact["operands"], k,
         alpha + 4, c.data.ptr, CUDA_R_32F, n,
         artifact["compute"], CUBLAS_GEMM_DEFAULT)
-
-
-register(Variant(
-    family="cublas", name="gemm", device="cuda", modes=("fp32", "tf32", "bf16"), build=build, run=run,
-    role="baseline", description="cublasGemmEx, FP32 C; fp32 = CUBLAS_COMPUTE_32F, tf32 = "
-                                 "CUBLAS_COMPUTE_32F_FAST_TF32, bf16 = BF16 A and B with CUBLAS_COMPUTE_32F",
-))

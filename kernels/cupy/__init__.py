@@ -1,4 +1,7 @@
 """CuPy raw CUDA: the FP32 ladder (01_naive.cu … 13_split_barriers.cu) and the tensor-core ladder in tensorcore/, each
-rung declared in the rungs.py beside its file."""
-from kernels.cupy import rungs  # noqa: F401  (registers the FP32 ladder)
-from kernels.cupy.tensorcore import rungs as tensorcore_rungs  # noqa: F401  (and the tensor-core ladder)
+rung declared in the variants.py beside its file."""
+# The order they register in: the FP32 ladder, then the tensor-core ladder.
+# isort: off
+import kernels.cupy.variants  # noqa: F401
+import kernels.cupy.tensorcore.variants  # noqa: F401
+# isort: on

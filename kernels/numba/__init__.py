@@ -1,2 +1,2 @@
-"""The Numba CUDA ladder: one Python file per rung, declared in ladder.py."""
-from kernels.numba import ladder  # noqa: F401  (registers the family's variants)
+"""The Numba CUDA ladder: one Python file per rung, declared in variants.py."""
+from kernels.numba import variants  # noqa: F401  (registers the family's variants)

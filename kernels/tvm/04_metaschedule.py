@@ -84,7 +84,7 @@ def tuned_trace(p: Mapping):
     """The trace of the best record, replayed on the shape it was tuned for (how TVM deserialises one)."""
     from tvm import s_tir
 
-    from kernels.tvm.family import matmul
+    from kernels.tvm.variants import matmul
 
     sch = s_tir.Schedule(as_module(matmul(*p["tuned_shape"])))
     s_tir.Trace.apply_json_to_schedule(p["trace"], sch)
@@ -145,7 +145,7 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
     this variant's parameters: one dict per candidate with "status" ("ok" or why not), "median_s" and "message"."""
     from tvm.s_tir import meta_schedule as ms
 
-    from kernels.tvm.family import matmul
+    from kernels.tvm.variants import matmul
 
     target = target_for(target)
     work_dir.mkdir(parents=True, exist_ok=True)

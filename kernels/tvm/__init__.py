@@ -1,2 +1,2 @@
-"""TVM schedules, one file per rung, declared in family.py."""
-from kernels.tvm import family  # noqa: F401  (registers the family's variants)
+"""TVM schedules, one file per rung, declared in variants.py."""
+from kernels.tvm import variants  # noqa: F401  (registers the family's variants)

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from kernels.cupy import rung as cupy_rung
+from kernels.cupy import nvrtc
 from kernels.tiles import cdiv
 
 # The kernels' parameters, for explicit instantiations (tests) of a signature that differs from the ladder's.
@@ -75,7 +75,7 @@ class Launch:
     """A built TMA rung: the ladder's compiled kernels; in TF32 also k_major_tf32's kernel and the buffers it fills
     (the last shape's, kept from call to call)."""
 
-    compiled: cupy_rung.Compiled
+    compiled: nvrtc.Compiled
     k_major: Any = None
     buffers: dict = dataclasses.field(default_factory=dict)
     c_map: bool = False  # the kernel stores C with TMA: it takes C's tensor map after B's
@@ -142,20 +142,20 @@ def run(launch: Launch, a, b, c, stream) -> None:
                                  shared_mem=launch.compiled.smem, stream=stream)
 
 
-def _launcher(transposed: bool, c_map: bool = False) -> cupy_rung.Launcher:
+def _launcher(transposed: bool, c_map: bool = False) -> nvrtc.Launcher:
     """A TMA rung's launch; `transposed`: in TF32 it reads the K-major Bᵀ that K_MAJOR makes first; `c_map`: it
     stores C with TMA."""
     def build(rung, mode, compiled):
-        k_major = cupy_rung.module(rung, [K_MAJOR]).get_function(K_MAJOR) if transposed and mode == "tf32" else None
+        k_major = nvrtc.module(rung, [K_MAJOR]).get_function(K_MAJOR) if transposed and mode == "tf32" else None
         return Launch(compiled, k_major, c_map=c_map)
 
-    return cupy_rung.Launcher(build, run, lambda rung, mode: ((K_MAJOR,),) if transposed and mode == "tf32" else ())
+    return nvrtc.Launcher(build, run, lambda rung, mode: ((K_MAJOR,),) if transposed and mode == "tf32" else ())
 
 
 TRANSPOSED, AS_STORED = _launcher(True), _launcher(False)
 STORED_BY_TMA, AS_STORED_STORED_BY_TMA = _launcher(True, c_map=True), _launcher(False, c_map=True)  # tc08, tc09
 
 
-def parameters(launcher: cupy_rung.Launcher) -> str:
+def parameters(launcher: nvrtc.Launcher) -> str:
     """The parameters of a TMA rung's kernels, for explicit instantiations (tests)."""
     return STORE_PARAMETERS if launcher in (STORED_BY_TMA, AS_STORED_STORED_BY_TMA) else PARAMETERS

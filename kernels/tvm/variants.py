@@ -13,8 +13,9 @@ kernel per (m, n, k), compiled (TVM codegen plus NVRTC, both cached on disk) whe
 one representative shape (a tuned schedule's own shape) so that a bad parameter set fails at build time and the
 build facts (registers, shared and local memory) are read off a real kernel; then, as the variant's `prepare`,
 every planned shape, so that validation and timing (which hold the GPU) load kernels instead of generating them.
-A shape not compiled ahead is compiled by its first launch, validation's or the warm-up's, never a timed one. The grid and block are the extents of the scheduled
-PrimFunc's blockIdx/threadIdx loops; the generated kernel takes exactly the three pointers A, B, C.
+A shape not compiled ahead is compiled by its first launch, validation's or the warm-up's, never a timed one. The
+grid and block are the extents of the scheduled PrimFunc's blockIdx/threadIdx loops; the generated kernel takes
+exactly the three pointers A, B, C.
 """
 from __future__ import annotations
 
@@ -231,14 +232,14 @@ PROBE_SHAPES = ((4096, 4096, 4096), (1000, 999, 1001))  # TVM specialises per sh
 
 def code(file: str, params: Mapping) -> dict:
     """What TVM makes of the schedule for `params` (its CUDA source for sm_90 at two shapes, and their launch
-    extents), with no GPU: a tuning record's winners are migrated on it (kernels/generated.py)."""
+    extents), with no GPU: a tuning record's winners are migrated on it (kernels/machine_code.py)."""
     from importlib import metadata
 
-    from kernels import generated
+    from kernels import machine_code
 
     made = [Compiled(file, dict(params), "sm_90").generated(shape) for shape in PROBE_SHAPES]
     return {"compiler": f"apache-tvm {metadata.version('apache-tvm')}",
-            "source": generated.digest([m["source"].encode() for m in made]),
+            "source": machine_code.digest([m["source"].encode() for m in made]),
             "launch": [[list(m["grid"]), list(m["block"])] for m in made]}
 
 

@@ -1,9 +1,9 @@
 """The CuPy FP32 ladder, rung by rung: 01_naive.cu … 13_split_barriers.cu, each declared here in its order (its kernel
-template, parameters, search space, checks and launch shape; kernels/cupy/rung.py compiles and launches it).
+template, parameters, search space, checks and launch shape; kernels/cupy/nvrtc.py compiles and launches it).
 """
 from __future__ import annotations
 
-from kernels.cupy.rung import Rung, declare
+from kernels.cupy.nvrtc import Rung, declare
 from kernels.tiles import accumulators, divides, static_smem, warp_threads, warp_tiles
 
 

@@ -1,6 +1,6 @@
 """The tensor-core ladder, rung by rung: tc01_mma_sync.cu … tc09_registers_tma_store.cu, each declared here in its
 order, with its kernel per mode (TF32 and BF16 where each applies; a BF16 kernel takes the same parameters as its TF32
-one, BK counting 4-byte words along k). Compiled and launched as every CuPy rung is (kernels/cupy/rung.py); the rungs
+one, BK counting 4-byte words along k). Compiled and launched as every CuPy rung is (kernels/cupy/nvrtc.py); the rungs
 that copy with TMA (tc05 … tc09) are launched by tensorcore/tma.py, which encodes their tensor maps. wgmma reads
 MN-major B transposed only for 16-bit types, so tc04 is BF16 only; tc05 and tc07 show two ways around that in TF32.
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kernels.cupy import rung
-from kernels.cupy.rung import SM90A, declare
+from kernels.cupy import nvrtc
+from kernels.cupy.nvrtc import SM90A, declare
 from kernels.cupy.tensorcore import tma
 from kernels.tiles import accumulators, block_threads, cdiv, registers, static_smem, warp_threads
 
-Rung = functools.partial(rung.Rung, folder=Path(__file__).parent)
+Rung = functools.partial(nvrtc.Rung, folder=Path(__file__).parent)
 
 
 def _mma_smem_floats(p) -> int:

@@ -1,8 +1,8 @@
 """How a CuPy raw-CUDA rung is declared, compiled with NVRTC and launched: one way for every rung of the family,
 whatever its hardware (SIMT, mma.sync, wgmma, TMA).
 
-A rung is one CUDA file and its `Rung(...)` declaration in the `rungs.py` beside it (kernels/cupy/rungs.py for the
-FP32 ladder, kernels/cupy/tensorcore/rungs.py for the tensor-core ladder): its kernel per mode, a template over its
+A rung is one CUDA file and its `Rung(...)` declaration in the `variants.py` beside it (kernels/cupy/variants.py for the
+FP32 ladder, kernels/cupy/tensorcore/variants.py for the tensor-core ladder): its kernel per mode, a template over its
 tile parameters, whose instantiation a parameter set asks for (RawModule name expressions). Rungs that read 16-byte
 vectors also get a VEC=false instance for rows that are not 16-byte aligned, so every rung runs every shape. A rung
 whose launch needs more than a grid (TMA's tensor maps) names a `Launcher`.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kernels import generated
+from kernels import machine_code
 from kernels.registry import NVRTC, Built, Variant, register
 from kernels.tiles import block_threads, cdiv
 
@@ -157,14 +157,14 @@ def _run(compiled: Compiled, a, b, c, stream) -> None:
 
 def code(rung: Rung, mode: str, params: Mapping) -> dict:
     """What NVRTC makes of the rung's instantiations for `params` in `mode` (and of its launcher's other programs),
-    and how they are launched: a tuning trial's identity (kernels/generated.py)."""
+    and how they are launched: a tuning trial's identity (kernels/machine_code.py)."""
     flags = (True, False) if rung.vec else (None,)
     programs = ((*(rung.expression(params, flag, mode) for flag in flags),),
                 *(rung.launcher.programs(rung, mode) if rung.launcher else ()))
-    options = ("-std=c++17", *rung.options) if rung.options else ("-std=c++17", generated.ARCH)
-    codes = [generated.machine_code(rung.folder / rung.file, list(names), options) for names in programs]
-    return {"compiler": generated.nvrtc_version(), "cubin": generated.digest(codes),
-            "launch": {"shapes": [rung.launch(params, m, n) for m, n in generated.PROBE_SHAPES],
+    options = ("-std=c++17", *rung.options) if rung.options else ("-std=c++17", machine_code.ARCH)
+    codes = [machine_code.machine_code(rung.folder / rung.file, list(names), options) for names in programs]
+    return {"compiler": machine_code.nvrtc_version(), "cubin": machine_code.digest(codes),
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in machine_code.PROBE_SHAPES],
                        "dynamic_smem": rung.dynamic_smem(params), "persistent": rung.persistent}}
 
 
@@ -186,13 +186,14 @@ def variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=tuple(rung.kernels), build=build,
                    run=rung.launcher.run if rung.launcher else _run, params=dict(rung.defaults),
                    space=dict(rung.space), check_params=rung.problems, unsupported=_unsupported,
-                   source_files=(str(rung.folder / rung.file), *map(str, generated.included(rung.folder / rung.file))),
+                   source_files=(str(rung.folder / rung.file),
+                                 *map(str, machine_code.included(rung.folder / rung.file))),
                    compilers=NVRTC, description=rung.description,
                    generated=lambda mode, params: code(rung, mode, params))
 
 
 def declare(*rungs: Rung) -> tuple[Rung, ...]:
-    """Register each rung as a variant (a folder's rungs.py declares its ladder with this), in the order given."""
+    """Register each rung as a variant (a folder's variants.py declares its ladder with this), in the order given."""
     declaring = sys._getframe(1).f_globals["__name__"]
     for rung in rungs:
         register(variant(rung), origin=declaring)

@@ -223,24 +223,24 @@ def _build(rung: Rung, params: Mapping) -> Built:
 
 
 def code(rung: Rung, params: Mapping) -> dict:
-    """What NVVM makes of the rung for `params` (its PTX for sm_90, symbols renamed: kernels/generated.py), and how
+    """What NVVM makes of the rung for `params` (its PTX for sm_90, symbols renamed: kernels/machine_code.py), and how
     it is launched: a tuning record's winners are migrated on it without a GPU."""
     from importlib import metadata
 
     from numba import cuda
 
-    from kernels import generated
+    from kernels import machine_code
 
     kernel = module(rung.file).make(**params)
-    ptx = generated.twice(lambda: generated.symbols_renamed(
+    ptx = machine_code.twice(lambda: machine_code.symbols_renamed(
         cuda.compile(kernel, SIGNATURE, device=False, abi="numba", cc=(9, 0), output="ptx")[0]), rung.variant_name)
     try:
         nvvm = metadata.version("nvidia-nvvm")
     except metadata.PackageNotFoundError:
         nvvm = "the toolkit's"
     return {"compiler": f"numba-cuda {metadata.version('numba-cuda')}, nvvm {nvvm}",
-            "ptx": generated.digest([ptx.encode()]),
-            "launch": {"shapes": [rung.launch(params, m, n) for m, n in generated.PROBE_SHAPES]}}
+            "ptx": machine_code.digest([ptx.encode()]),
+            "launch": {"shapes": [rung.launch(params, m, n) for m, n in machine_code.PROBE_SHAPES]}}
 
 
 def _jit(kernel):
