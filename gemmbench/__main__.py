@@ -17,8 +17,10 @@ import tempfile
 from pathlib import Path
 
 from gemmbench import config as gemmbench_config
-from gemmbench import logs, plan, stages, tune, workloads
+from gemmbench import logs, plan, workloads
 from gemmbench.config import ConfigError
+from gemmbench.stages import build, measure
+from gemmbench.tuning import records
 from kernels import registry
 
 
@@ -56,16 +58,16 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{args.variant} cannot run here (device {device}{': ' + reason if reason else ''})")
     path, tuning = None, None
     if device == "cuda" and plan.tuned(cfg, variants[args.variant]):  # as the pipeline: the committed tuning's kernels
-        gpu = plan.gpu_slug(cfg)
-        path, tuning = tune.committed(cfg["tune"], variants[args.variant], args.mode, gpu)
+        gpu = plan.gpu_model(cfg)
+        path, tuning = records.committed(cfg["tune"], variants[args.variant], args.mode, gpu)
         print(f"{args.variant} {args.mode}: " + (f"the tuned parameters of {path}" if tuning else
               f"no current committed tuning for {gpu} ({path}): its default parameters, where the pipeline's tune "
               f"stage would search first"), file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="gemmbench-run-") as tmp:
         tmp = Path(tmp)
-        stages.build(cfg, args.variant, args.mode, tmp / "build.json", path if tuning else None)
-        row = stages.measure(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json",
-                             tmp / "bench.json")[1][0]
+        build.run(cfg, args.variant, args.mode, tmp / "build.json", path if tuning else None)
+        row = measure.run(cfg, args.variant, args.mode, tmp / "build.json", tmp / "validate.json",
+                          tmp / "bench.json")[1][0]
     flops = workloads.get(workload).flops(sizes)
     print(f"{args.variant} {args.mode} {shape.label}: {row['status']} ({row['message']})")
     if row["status"] == "ok":
@@ -78,8 +80,8 @@ def cmd_run(args) -> int:
 
 def cmd_tuning_check(args) -> int:
     """Whether every committed tuning record still stands for the code it timed (no GPU, no compiler needed)."""
-    root = Path(args.root) if args.root else tune.COMMITTED
-    found = tune.stale(root)
+    root = Path(args.root) if args.root else records.COMMITTED
+    found = records.stale(root)
     count = len(list(root.glob("*/*/*/*.json")))
     for line in found:
         print(f"stale: {line}")
@@ -89,11 +91,11 @@ def cmd_tuning_check(args) -> int:
 
 def cmd_tuning_migrate(args) -> int:
     """Re-key the stale committed records whose winners compile to the code they were timed as (no GPU)."""
-    root = Path(args.root) if args.root else tune.COMMITTED
-    said = tune.migrate(root)
+    root = Path(args.root) if args.root else records.COMMITTED
+    said = records.migrate(root)
     for line in said:
         print(line)
-    left = len(tune.stale(root))
+    left = len(records.stale(root))
     print(f"{sum('migrated' in line for line in said)} records migrated; {left} stale (the tune stage searches those)")
     return 1 if left else 0
 
@@ -140,7 +142,7 @@ def cmd_report(args) -> int:
     import pandas as pd
 
     from gemmbench.present import plots, tables, views
-    from gemmbench.present.report import methodology as report_methodology
+    from gemmbench.present.methodology import methodology
     from gemmbench.present.report import render_report
 
     folder = Path(args.tables)
@@ -158,7 +160,7 @@ def cmd_report(args) -> int:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
-                      methodology=report_methodology(cfg, devices),
+                      methodology=methodology(cfg, devices),
                       compared_with=(args.compare, tables.read(args.compare)) if args.compare else None,
                       profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None)
     print(f"wrote {args.out}")
@@ -207,10 +209,10 @@ def main(argv=None) -> int:
     run.add_argument("--cache", default="hot", choices=["hot", "cold"])
     run.set_defaults(func=cmd_run)
     tuning = sub.add_parser("tuning-check", help="whether every committed tuning record stands for the current code")
-    tuning.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
+    tuning.add_argument("--root", help="a folder of records laid out as resources/tuning (default: that one)")
     tuning.set_defaults(func=cmd_tuning_check)
     migrate = sub.add_parser("tuning-migrate", help="re-key stale committed records whose code compiles the same")
-    migrate.add_argument("--root", help="a folder of records laid out as config/tuning (default: that one)")
+    migrate.add_argument("--root", help="a folder of records laid out as resources/tuning (default: that one)")
     migrate.set_defaults(func=cmd_tuning_migrate)
     check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")
     check.add_argument("files", nargs="+")

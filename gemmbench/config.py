@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 
 import yaml
@@ -9,6 +10,12 @@ import yaml
 from gemmbench import ROOT
 
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+# Keys renamed so that each says which sizes it holds: (section, old name, new name). An old key is still read, with
+# one line saying so; given beside the new one (a config file over the defaults), the old one is the user's, and wins.
+RENAMED = ((), "sizes", "square_sizes"), (("profile",), "sizes", "profiled_sizes"), \
+    (("tune",), "sizes", "size_classes"), (("tune", "autotuner"), "sizes", "size_classes")
+log = logging.getLogger("gemmbench")
+_said: set[str] = set()
 
 
 class ConfigError(ValueError):
@@ -56,10 +63,25 @@ def _typed(value, schema: dict):
     return value
 
 
+def _renamed(config: dict) -> dict:
+    """`config` with the keys of RENAMED under their new names, each old one said once per process."""
+    for path, old, new in RENAMED:
+        section = config
+        for name in path:
+            section = section.get(name) if isinstance(section, dict) else None
+        if isinstance(section, dict) and old in section:
+            where = ".".join((*path, old))
+            if where not in _said:
+                _said.add(where)
+                log.warning("config: %s is now %s (the old name is still read)", where, ".".join((*path, new)))
+            section[new] = section.pop(old)
+    return config
+
+
 def validate(config: dict | None) -> dict:
     """A validated copy of `config` with defaults filled in; ConfigError names every problem."""
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    config = _typed(copy.deepcopy(config or {}), schema)
+    config = _typed(_renamed(copy.deepcopy(config or {})), schema)
     if "tolerance" in config:
         raise ConfigError("invalid gemmbench config: tolerance is no longer read: each mode's error bound follows "
                           "from its arithmetic's unit roundoff and the reduction length (gemmbench/measure/checking.py)"

@@ -16,19 +16,23 @@ import json
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gemmbench.job")
     parser.add_argument("stage", choices=["measure", "profile"])
-    parser.add_argument("--config", type=json.loads, required=True, help="stages.config_for's dict, as JSON")
+    parser.add_argument("--config", type=json.loads, required=True, help="stages/common.config_for's dict, as JSON")
     for name in ("log", "variant", "mode", "build"):
         parser.add_argument(f"--{name}", required=True)
     for name in ("validation", "bench", "out"):  # measure's outputs; profile's
         parser.add_argument(f"--{name}")
     args = parser.parse_args(argv)
-    from gemmbench import logs, stages
+    from gemmbench import logs
 
     logs.setup(args.log)
     if args.stage == "measure":
-        stages.measure(args.config, args.variant, args.mode, args.build, args.validation, args.bench)
+        from gemmbench.stages import measure
+
+        measure.run(args.config, args.variant, args.mode, args.build, args.validation, args.bench)
     else:
-        stages.profile(args.config, args.variant, args.mode, args.build, args.out)
+        from gemmbench.stages import profile
+
+        profile.run(args.config, args.variant, args.mode, args.build, args.out)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from gemmbench import ROOT, workloads
@@ -103,7 +104,8 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     untuned = [v.key for v in chosen if v.tuner and device == "cuda" and not tuned(config, v)]
     if untuned and config["variants"]:
         raise ConfigError(f"variants: {untuned} run only as tuned on this GPU model, and none of its tuning is "
-                          f"committed (config/tuning/); set tune.autotuner.trials (e.g. 1024) with tune.enabled: true")
+                          f"committed (resources/tuning/); set tune.autotuner.trials (e.g. 1024) with "
+                          f"tune.enabled: true")
     if untuned:
         log.warning("%s not run: no tuning committed for this GPU model; they are tuned on it first "
                     "(tune.autotuner.trials, now 0; e.g. 1024)", untuned)
@@ -119,7 +121,7 @@ def variants(config: dict, device: str) -> list[registry.Variant]:
     return chosen
 
 
-REFERENCES = ROOT / "reports" / "examples" / "references.yaml"
+REFERENCES = ROOT / "resources" / "references.yaml"
 
 
 def reference(config: dict, device: str, gpu: str) -> str:
@@ -133,15 +135,18 @@ def reference(config: dict, device: str, gpu: str) -> str:
     return str(ROOT / path) if path and (ROOT / path).exists() else ""
 
 
-def gpu_slug(config: dict) -> str:
-    """The GPU model as a path component (tuning results are per model): the config's tune.gpu, else GPU 0's name."""
-    from gemmbench.tune import gpu_slug as slug
+def gpu_slug(name: str) -> str:
+    """A GPU model's name as a path component (tuning records are per model)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
+
+def gpu_model(config: dict) -> str:
+    """The GPU model the run tunes for, as a path component: the config's tune.gpu, else GPU 0's name."""
     if config["tune"]["gpu"]:
-        return slug(config["tune"]["gpu"])
+        return gpu_slug(config["tune"]["gpu"])
     try:
         import cupy
-        return slug(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
+        return gpu_slug(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
     except Exception:  # a submit host without a GPU: results land under "unknown-gpu" unless tune.gpu names it
         return "unknown-gpu"
 
@@ -154,12 +159,14 @@ def tuned(config: dict, variant: registry.Variant, gpu: str | None = None) -> bo
         return False
     if variant.space or (variant.tuner and config["tune"]["autotuner"]["trials"] > 0):
         return True
-    from gemmbench import tune
 
-    model = gpu or gpu_slug(config)
+    from gemmbench.tuning import records
+
+    model = gpu or gpu_model(config)
     return bool(variant.tuner) and any(
-        tune.committed(config["tune"], variant, mode, model)[1]
-        or (config["tune"]["transfer"] and tune.transferred(config["tune"], variant, mode, model, tune.host_gpu()))
+        records.committed(config["tune"], variant, mode, model)[1]
+        or (config["tune"]["transfer"]
+            and records.transferred(config["tune"], variant, mode, model, records.host_gpu()))
         for mode in modes(config, variant))
 
 
@@ -188,7 +195,8 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
 def summary(config: dict, variants: list[registry.Variant], device: str, gpu: str) -> str:
     """What a run of this plan measures, in one line: the variants, modes and points of each workload, and where the
     tuned variants' parameters come from (a committed record for this GPU model, one transferred, or a search)."""
-    from gemmbench import tune
+
+    from gemmbench.tuning import records, search
 
     parts = []
     for workload in config["workloads"]:
@@ -202,13 +210,13 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
                      f"time and {len(planned)} to validate")
     chosen = [(v, mode) for v in variants if device == "cuda" and tuned(config, v, gpu) for mode in modes(config, v)]
     if chosen:
-        host, sources = tune.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0)
+        host, sources = records.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0)
         estimates = []
         for v, mode in chosen:
-            how = tune.origin(config["tune"], v, mode, gpu, host)
+            how = records.origin(config["tune"], v, mode, gpu, host)
             sources[how] += 1
             if how == "searched":
-                estimates.append(tune.search_estimate(config["tune"], v, mode))
+                estimates.append(search.search_estimate(config["tune"], v, mode))
         parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
                      + _search_time(estimates))
     return f"the plan on {device}: " + "; ".join(parts)
@@ -216,7 +224,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
 
 def _search_time(estimates: list[tuple[float, str] | None]) -> str:
     """How long the searches here will take, estimated from the trials that committed searches of the same
-    variant-modes timed on other GPU models (tune.search_estimate)."""
+    variant-modes timed on other GPU models (search.search_estimate)."""
     if not estimates:
         return ""
     known = [e for e in estimates if e]

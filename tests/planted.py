@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmbench.measure.backend import bf16_bits, widened
-from gemmbench.run.worker import VALIDATION_LAUNCHES
+from gemmbench.run.rows import VALIDATION_LAUNCHES
 from kernels.registry import Built, Variant, register
 
 

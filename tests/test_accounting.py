@@ -7,19 +7,20 @@ import numpy as np
 import pytest
 
 from gemmbench import __main__ as cli
-from gemmbench import config, stages
+from gemmbench import config
 from gemmbench.measure import backend as backends
 from gemmbench.measure import checking
 from gemmbench.measure.ledger import Ledger
+from gemmbench.stages import build, measure
 from tests.timings import TIMINGS
 
 
 def run_stages(cpu_config, tmp_path, key, timing):
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[48], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[48], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"), timing=dict(TIMINGS[timing]))
     cfg = config.validate(cpu_config)
-    stages.build(cfg, key, "fp32", tmp_path / "build.json")
-    checked, timed = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+    build.run(cfg, key, "fp32", tmp_path / "build.json")
+    checked, timed = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
                                     tmp_path / "bench.json")
     return checked, timed[0]
 
@@ -79,14 +80,14 @@ def test_the_variant_measured_after_a_control_meets_a_fresh_worker_or_its_own_re
     where the control left the process otherwise than it found it, and checked against references of its own."""
     import logging
 
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[64], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[64], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
     cfg = config.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")
     rows = {}
     for i, key in enumerate(["cpu/numpy-blas", control, "cpu/numpy-blas"]):
-        stages.build(cfg, key, "fp32", tmp_path / f"build{i}.json")
-        rows[i] = stages.measure(cfg, key, "fp32", tmp_path / f"build{i}.json", tmp_path / f"validate{i}.json",
+        build.run(cfg, key, "fp32", tmp_path / f"build{i}.json")
+        rows[i] = measure.run(cfg, key, "fp32", tmp_path / f"build{i}.json", tmp_path / f"validate{i}.json",
                                  tmp_path / f"bench{i}.json")
     control_rows = rows[1][0] + rows[1][1]
     assert any(r["status"] == "failed" for r in control_rows), control_rows

@@ -13,9 +13,10 @@ from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
 from gemmbench import config, plan, workloads
 from gemmbench.config import ConfigError
-from gemmbench.present import tables, views
+from gemmbench.present import views
+from gemmbench.stages import aggregate
 from kernels import registry
-from kernels.b2b import fused
+from kernels.b2b import fused, variants
 
 B2B = workloads.get("b2b")
 
@@ -71,7 +72,7 @@ def test_b2b_rows_carry_their_shape_costs_and_speedups(tmp_path):
             _bench_row("b2b_fused_simt", "cupy", "fp32", 4096, 64, 64, 64, 1e-5),
             _bench_row("b2b_fused_simt", "cupy", "fp32", 4096, 64, 256, 64, 1e-5)]  # no baseline at this shape
     (tmp_path / "b.json").write_text(json.dumps({"rows": rows, "devices": []}))
-    summary = tables.aggregate(build_paths=[], validation_paths=[], bench_paths=[tmp_path / "b.json"],
+    summary = aggregate.run(build_paths=[], validation_paths=[], bench_paths=[tmp_path / "b.json"],
                                outdir=tmp_path / "tables")["summary"].set_index(["variant", "n0"])
     fused_row = summary.loc[("b2b_fused_simt", 64)]
     assert fused_row.workload == "b2b" and pd.isna(fused_row.n) and pd.isna(fused_row.k)
@@ -184,14 +185,14 @@ def test_shared_memory_of_every_instance_fits_an_sm90_block():
 
 
 def test_the_resident_rung_declares_the_narrow_shapes_it_holds():
-    rung = next(r for r in fused.RUNGS if r.resident)
+    rung = next(r for r in variants.RUNGS if r.resident)
     variant = registry.load()[f"cupy/{rung.name}"]
     assert variant.unsupported(1 << 20, 64, 64, 64, {}) is None and variant.unsupported(7, 13, 5, 3, {}) is None
     assert "up to 64" in variant.unsupported(4096, 65, 64, 64, {}) and variant.unsupported(4096, 64, 64, 65, {})
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("rung", fused.RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", variants.RUNGS, ids=lambda r: r.name)
 def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
     lines = [f'#include "{rung.file}"'] + [
         f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, const float*, const float*, "

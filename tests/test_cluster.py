@@ -6,7 +6,8 @@ import sys
 import pytest
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, tree_copy
 
-from gemmbench import config, tune
+from gemmbench import config
+from gemmbench.tuning import records
 from kernels import registry
 
 PROFILE = ["--workflow-profile", str(ROOT / "workflow/profiles/slurm")]
@@ -21,10 +22,11 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     rungs = [v for key, v in registry.load().items()
              if key.startswith("cupy/") and v.space and v.workload == "gemm" and "fp32" in v.modes]
     for variant in rungs:
-        path = tree / tune.committed_path("test-gpu", variant, "fp32").relative_to(ROOT)
+        path = tree / records.committed_path("test-gpu", variant, "fp32").relative_to(ROOT)
         path.parent.mkdir(parents=True)
-        settings = tune.settings(cfg["tune"], variant)
-        path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings), "settings": settings, "classes": {}}))
+        settings = records.settings(cfg["tune"], variant)
+        path.write_text(json.dumps({"key": records.key(variant, "fp32", settings), "settings": settings,
+                                    "classes": {}}))
     command = [sys.executable, "-m", "snakemake", "-s", str(tree / "Snakefile"), "--directory", str(tmp_path),
                *PROFILE, "-n", "--config", "device=cuda", "tune={gpu: Test GPU}"]
     result = subprocess.run(command, capture_output=True, text=True, env={**SNAKEMAKE_ENV, "PYTHONPATH": str(tree)})
@@ -39,7 +41,7 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
         assert job["runtime"] == ("240" if job["rule"] == "tune" else "60") and job["mem_mb"] == "16000"
     assert sorted(w.split("variant=")[1].split(",")[0] for w in reused) == sorted(v.name for v in rungs)
     for variant in rungs:  # the committed result is the tune job's input: committing another re-runs it
-        assert f"config/tuning/test-gpu/cupy/{variant.name}/fp32.json" in result.stdout + result.stderr
+        assert f"resources/tuning/test-gpu/cupy/{variant.name}/fp32.json" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("config, named", [([], "device: auto"), (GPU_RUN[:2], "tune.gpu")])

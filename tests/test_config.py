@@ -9,12 +9,12 @@ from gemmbench.present import views
 @pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml", "test.yaml"])
 def test_shipped_configs_are_valid(name):
     cfg = config.load(ROOT / "config" / name)
-    assert cfg["sizes"] and cfg["modes"]
+    assert cfg["square_sizes"] and cfg["modes"]
 
 
 def test_defaults_are_filled_in():
     cfg = config.validate({})
-    assert cfg["sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
+    assert cfg["square_sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
     assert cfg["modes"] == ["fp32", "tf32"]
     assert cfg["device"] == "auto"
     assert cfg["timing"]["min_samples"] == 10
@@ -29,7 +29,7 @@ def test_the_removed_tolerance_key_is_named_in_one_line():
 
 def test_default_experiment_matches_the_brief():
     cfg = config.load(ROOT / "config" / "config.yaml")
-    assert cfg["sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
+    assert cfg["square_sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
     shapes = cfg["validation_shapes"]
     assert any(m != n != k != m for m, n, k in shapes), "a rectangular M≠N≠K shape"
     assert any(max(s) <= 8 for s in shapes), "a tiny shape"
@@ -62,7 +62,7 @@ def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("bad, named", [
     ({"sizez": [256]}, "'sizez' was unexpected"),
-    ({"sizes": [256, -5]}, "sizes[1]"),
+    ({"square_sizes": [256, -5]}, "square_sizes[1]"),
     ({"modes": ["fp16"]}, "modes[0]"),
     ({"device": "gpu"}, "device"),
     ({"timing": {"budget_s": 0}}, "timing.budget_s"),
@@ -86,7 +86,7 @@ def test_unknown_variant_and_params_are_named(cpu_config):
 
 
 def test_bad_config_fails_before_any_job(tmp_path, cpu_config):
-    result = snakemake(tmp_path, "--cores", "1", config={**cpu_config, "sizes": [64, "big"]})
+    result = snakemake(tmp_path, "--cores", "1", config={**cpu_config, "square_sizes": [64, "big"]})
     assert result.returncode != 0
     assert "sizes[1]" in result.stderr + result.stdout
     assert not (tmp_path / "results").exists(), "no job may run on a bad config"
@@ -114,16 +114,17 @@ def test_running_device_cuda_without_a_gpu_fails_before_any_job(tmp_path, cpu_co
 
 
 def test_command_line_strings_are_read_as_the_schema_types():
-    """`snakemake --config sizes='[1024]' tune='{enabled: false}'` hands every value over as a string."""
-    cfg = config.validate({"sizes": ["1024", "4096"], "tune": {"enabled": "false", "sizes": ["512"]},
+    """`snakemake --config square_sizes='[1024]' tune='{enabled: false}'` hands every value over as a string."""
+    cfg = config.validate({"square_sizes": ["1024", "4096"], "tune": {"enabled": "false", "size_classes": ["512"]},
                            "timing": {"budget_s": "2.5"}, "max_size": {"cpu": "512"}, "families": ["cpu"]})
-    assert cfg["sizes"] == [1024, 4096] and cfg["tune"]["enabled"] is False and cfg["tune"]["sizes"] == [512]
+    assert cfg["square_sizes"] == [1024, 4096] and cfg["tune"]["enabled"] is False
+    assert cfg["tune"]["size_classes"] == [512]
     assert cfg["timing"]["budget_s"] == 2.5 and cfg["max_size"] == {"cpu": 512}
     # a variant's parameters too (they reached its build as strings: "can only concatenate str (not int) to str")
     cfg = config.validate({"params": {"cupy/tc07_registers": {"BM": "256", "GROUP": "8", "name": "x"}}})
     assert cfg["params"] == {"cupy/tc07_registers": {"BM": 256, "GROUP": 8, "name": "x"}}
     with pytest.raises(config.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
-        config.validate({"sizes": ["big"]})
+        config.validate({"square_sizes": ["big"]})
 
 
 @pytest.mark.parametrize("args, says", [
@@ -157,3 +158,19 @@ def test_the_cli_runs_one_shape_of_the_variants_workload(variant, args, label, c
     assert main(["--config", str(ROOT / "config" / "cpu.yaml"), "run", variant, *args]) == 0
     out = capsys.readouterr().out
     assert f"{variant} fp32 {label}: ok" in out, out
+
+
+def test_the_renamed_sizes_keys_are_still_read_each_said_once(caplog):
+    """The four keys once all named `sizes` say which sizes they hold; a config that uses an old name still runs,
+    with one line naming the new one, and its value wins over the default's new key (a file over config.yaml)."""
+    old = {"sizes": [64], "tune": {"sizes": [32], "autotuner": {"sizes": [16]}}, "profile": {"sizes": [8]}}
+    with caplog.at_level("WARNING", logger="gemmbench"):
+        config._said.clear()
+        cfg = config.validate({**old, "square_sizes": [256]})
+        config.validate(old)
+    assert (cfg["square_sizes"], cfg["tune"]["size_classes"], cfg["tune"]["autotuner"]["size_classes"],
+            cfg["profile"]["profiled_sizes"]) == ([64], [32], [16], [8])
+    said = [r.getMessage() for r in caplog.records]
+    assert sorted(said) == sorted(f"config: {old} is now {new} (the old name is still read)" for old, new in (
+        ("sizes", "square_sizes"), ("tune.sizes", "tune.size_classes"),
+        ("tune.autotuner.sizes", "tune.autotuner.size_classes"), ("profile.sizes", "profile.profiled_sizes")))

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import ROOT, tune
+from gemmbench import ROOT
+from gemmbench.run.task import pick
+from gemmbench.tuning import records, search
 from kernels import registry
 from kernels.cupy import tensorcore, variants
-from kernels.cupy.nvrtc import HERE, SM90A, cdiv
+from kernels.cupy.nvrtc import HERE, SM90A
 from kernels.cupy.tensorcore import tma
 
 RUNGS = variants.RUNGS
@@ -36,7 +38,7 @@ RUNG_VARIANTS = {r.name: registry.load()[f"cupy/{r.name}"] for r in RUNGS}
 
 def committed_params(variant) -> list[dict]:
     """The parameter sets of the variant's committed H100 size classes (none if it has no result)."""
-    path = tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
+    path = records.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
     classes = json.loads(path.read_text())["classes"] if path.exists() else {}
     return [{**variant.params, **c["params"]} for c in classes.values()]
 
@@ -88,7 +90,7 @@ def test_every_tensor_core_rung_compiles_for_sm90a_to_matrix_instructions_withou
 
     variant = registry.load()[f"cupy/{rung.name}"]
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
-    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a", operand,
+    report = compile_sm90(rung, search.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a", operand,
                           mode=mode)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
@@ -108,7 +110,7 @@ def test_every_tma_rung_compiles_for_sm90a_to_tma_copies_and_wgmma_without_spill
     variant = registry.load()[f"cupy/{rung.name}"]
     assert set(variant.modes) == set(rung.kernels)
     operand = {"float32": "float", "uint16": "unsigned short"}[registry.OPERAND_DTYPE[mode]]
-    report = compile_sm90(rung, tune.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a",
+    report = compile_sm90(rung, search.candidates(variant, rung.defaults, 8, seed=1), tmp_path, "sm_90a",
                           parameters=tma.parameters(rung.launcher).format(operand=operand), mode=mode)
     assert_no_spills(report)
     found = sass.facts((tmp_path / "out.cubin").read_bytes())
@@ -141,32 +143,6 @@ def test_ci_has_nvcc_when_it_claims_to():
         assert NVCC, "CI must compile the CUDA rungs: requirements-test.txt installs nvcc"
 
 
-@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
-@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
-def test_the_launch_covers_every_output(rung, shape):
-    m, n, _ = shape
-    for params in [rung.defaults, *committed_params(RUNG_VARIANTS[rung.name])]:
-        grid, block = rung.launch(params, m, n)
-        rows, cols = rung.tile(params)
-        threads = block[0] * (block[1] if len(block) > 1 else 1)
-        assert threads == rung.threads(params) and threads <= 1024
-        covered = grid[0] * rows * cols if rung.grid_1d else grid[0] * grid[1] * rows * cols
-        assert covered >= m * n
-        if not rung.grid_1d:  # which grid axis runs over rows
-            gm, gn = (grid[0], grid[1]) if rung.rows_first else (grid[1], grid[0])
-            assert gm == cdiv(m, rows) and gn == cdiv(n, cols)
-
-
-@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
-def test_defaults_are_valid_and_candidates_are_reproducible(rung):
-    variant = RUNG_VARIANTS[rung.name]
-    assert variant.check_params(rung.defaults) is None
-    first = tune.candidates(variant, rung.defaults, 12, seed=3)
-    assert first == tune.candidates(variant, rung.defaults, 12, seed=3)
-    assert first[0] == rung.defaults and len({json.dumps(c, sort_keys=True) for c in first}) == len(first)
-    assert all(variant.check_params(c) is None for c in first)
-
-
 def test_invalid_parameters_are_named():
     rung = RUNGS[-1]
     problem = rung.problems({**rung.defaults, "TM": 8, "WM": 32, "WMITER": 2})
@@ -175,10 +151,10 @@ def test_invalid_parameters_are_named():
 
 def test_a_point_runs_the_class_nearest_its_size():
     classes = {"1024": {}, "4096": {}, "8192": {}}
-    assert tune.pick(classes, 256, 256, 256) == "1024"
-    assert tune.pick(classes, 16384, 16384, 16384) == "8192"
-    assert tune.pick(classes, 4096, 96, 8192) == "1024"  # (m·n·k)^(1/3) ≈ 1458
-    assert tune.pick(classes, 3000, 3000, 3000) == "4096"
+    assert pick(classes, 256, 256, 256) == "1024"
+    assert pick(classes, 16384, 16384, 16384) == "8192"
+    assert pick(classes, 4096, 96, 8192) == "1024"  # (m·n·k)^(1/3) ≈ 1458
+    assert pick(classes, 3000, 3000, 3000) == "4096"
 
 
 def test_the_tuning_key_follows_the_kernel_source(tmp_path):
@@ -187,16 +163,16 @@ def test_the_tuning_key_follows_the_kernel_source(tmp_path):
     variant = registry.Variant("cupy", "k", "cuda", ("fp32",), build=None, run=None, space={"T": (1, 2)},
                                source_files=(str(source),))
     settings = {"trials": 4, "seed": 0, "sizes": [64]}
-    before = tune.key(variant, "fp32", settings)
-    assert before == tune.key(variant, "fp32", settings)
-    assert before != tune.key(variant, "fp32", {**settings, "trials": 5})
-    same_compilers = tune.compilers()
-    assert before == tune.key(variant, "fp32", settings, same_compilers)
-    assert before != tune.key(variant, "fp32", settings, {**same_compilers, "nvrtc": "0.0"})
+    before = records.key(variant, "fp32", settings)
+    assert before == records.key(variant, "fp32", settings)
+    assert before != records.key(variant, "fp32", {**settings, "trials": 5})
+    same_compilers = records.compilers()
+    assert before == records.key(variant, "fp32", settings, same_compilers)
+    assert before != records.key(variant, "fp32", settings, {**same_compilers, "nvrtc": "0.0"})
     source.write_text("// another comment\n__global__ void k(float* c)\n{\n    c[0] = 1.f;  /* v2 */\n}\n")
-    assert before == tune.key(variant, "fp32", settings)  # comments and layout: the compiler sees the same
+    assert before == records.key(variant, "fp32", settings)  # comments and layout: the compiler sees the same
     source.write_text("__global__ void k(float* c) { c[0] = 2.f; }")
-    assert before != tune.key(variant, "fp32", settings)
+    assert before != records.key(variant, "fp32", settings)
 
 
 def test_a_tuning_key_holds_only_the_compilers_of_its_family():
@@ -207,23 +183,23 @@ def test_a_tuning_key_holds_only_the_compilers_of_its_family():
     node = {"numba": "0.68.0", "numba-cuda": "0.30.4", "cupy-cuda13x": "14.2.0", "nvrtc": "13.0", "nvcc": "13.0.88",
             "nvvm": "13.0.88"}
     with_tvm = {**node, "apache-tvm": "0.27.0", "apache-tvm-ffi": "0.1.14"}
-    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings, with_tvm)
-    assert tune.key(cupy_rung, "fp32", settings, node) == tune.key(cupy_rung, "fp32", settings, with_tvm)
+    assert records.key(numba_rung, "fp32", settings, node) == records.key(numba_rung, "fp32", settings, with_tvm)
+    assert records.key(cupy_rung, "fp32", settings, node) == records.key(cupy_rung, "fp32", settings, with_tvm)
     newer_nvrtc = {**node, "nvrtc": "13.1"}
-    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings, newer_nvrtc)
-    assert tune.key(cupy_rung, "fp32", settings, node) != tune.key(cupy_rung, "fp32", settings, newer_nvrtc)
-    assert tune.key(numba_rung, "fp32", settings, node) != tune.key(numba_rung, "fp32", settings,
+    assert records.key(numba_rung, "fp32", settings, node) == records.key(numba_rung, "fp32", settings, newer_nvrtc)
+    assert records.key(cupy_rung, "fp32", settings, node) != records.key(cupy_rung, "fp32", settings, newer_nvrtc)
+    assert records.key(numba_rung, "fp32", settings, node) != records.key(numba_rung, "fp32", settings,
                                                                       {**node, "numba-cuda": "0.31.0"})
     # numba-cuda compiles through NVVM: its version keys a Numba kernel, the toolkit's nvcc does not
-    assert tune.key(numba_rung, "fp32", settings, node) != tune.key(numba_rung, "fp32", settings,
+    assert records.key(numba_rung, "fp32", settings, node) != records.key(numba_rung, "fp32", settings,
                                                                       {**node, "nvvm": "13.5.37"})
-    assert tune.key(numba_rung, "fp32", settings, node) == tune.key(numba_rung, "fp32", settings,
+    assert records.key(numba_rung, "fp32", settings, node) == records.key(numba_rung, "fp32", settings,
                                                                       {**node, "nvcc": "13.5.37"})
 
 
 def test_a_rungs_tuning_key_covers_its_launch_code_and_shared_helpers():
     rung = registry.load()["cupy/10_pipelined"]
-    files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
+    files = {Path(f).relative_to(ROOT).as_posix() for f in records.determining_files(rung)}
     assert {"kernels/cupy/10_pipelined.cu", "kernels/cupy/common.cuh", "kernels/cupy/nvrtc.py",
             "kernels/cupy/variants.py", "kernels/tiles.py"} <= files
 
@@ -232,7 +208,7 @@ def test_a_tensor_core_rungs_tuning_key_covers_the_module_that_declares_it():
     """Its launch code is every CuPy rung's, its tiles and checks are declared in
     kernels/cupy/tensorcore/variants.py."""
     rung = registry.load()["cupy/tc03_cp_async"]
-    files = {Path(f).relative_to(ROOT).as_posix() for f in tune.determining_files(rung)}
+    files = {Path(f).relative_to(ROOT).as_posix() for f in records.determining_files(rung)}
     assert {"kernels/cupy/tensorcore/tc03_cp_async.cu", "kernels/cupy/10_pipelined.cu", "kernels/cupy/nvrtc.py",
             "kernels/cupy/tensorcore/variants.py"} <= files
 
@@ -246,11 +222,11 @@ def test_every_committed_tuning_result_matches_the_current_sources():
     cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
     variants = registry.load()
     found = {}
-    for path in sorted(tune.COMMITTED.glob("*/*/*/*.json")):
-        gpu, family, name, mode = path.relative_to(tune.COMMITTED).with_suffix("").parts
+    for path in sorted(records.COMMITTED.glob("*/*/*/*.json")):
+        gpu, family, name, mode = path.relative_to(records.COMMITTED).with_suffix("").parts
         variant = variants[f"{family}/{name}"]
         ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's
-        assert ran_with and tune.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
+        assert ran_with and records.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
         found.setdefault(gpu, set()).add(variant.key)
     cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}, "modes": list(registry.MODES)})
     tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}

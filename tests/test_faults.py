@@ -6,28 +6,29 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import config, stages
+from gemmbench import config
 from gemmbench.measure import checking
+from gemmbench.stages import build, common, measure, profile, tune
 
 
 @pytest.fixture
 def cfg(cpu_config, tmp_path):
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 128], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 128], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(point_timeout_s=5)
     return config.validate(cpu_config)
 
 
 def run_stages(cfg, tmp_path, key, size=32, mode="fp32"):
-    build = stages.build(cfg, key, mode, tmp_path / "build.json")
-    rows, benches = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json",
-                                   tmp_path / "bench.json")
-    return build, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
+    built = build.run(cfg, key, mode, tmp_path / "build.json")
+    rows, benches = measure.run(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json",
+                                tmp_path / "bench.json")
+    return built, {(r["m"], r["n"], r["k"]): r for r in rows}, next(r for r in benches if r["m"] == size)
 
 
 def test_wrong_kernel_is_caught_by_validation_and_not_benchmarked(cfg, tmp_path):
-    build, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-wrong")
-    assert build["status"] == "ok"
+    built, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-wrong")
+    assert built["status"] == "ok"
     assert {r["status"] for r in rows.values()} == {"failed"}
     assert bench["status"] == "skipped"
     assert bench["message"].startswith("not benchmarked: validation failed")
@@ -60,21 +61,21 @@ def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, t
 def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
     """The check that would have caught cupy/07_vectorized at 22 TFLOP/s where its tuning had measured 35.7: the same
     kernel at a size class's own shape, on the same GPU model, slower than TUNING_SLACK times the tuning's time."""
-    from gemmbench import tune
+    from gemmbench import plan
     from gemmbench.files import write_json
     from gemmbench.measure import backend as backends
 
-    gpu = tune.gpu_slug(backends.cpu_model())
+    gpu = plan.gpu_slug(backends.cpu_model())
     write_json(tmp_path / "tuning.json", {"gpu": gpu, "classes": {
         "32": {"params": {"delay_ms": 20}, "median_s": 0.004},  # the kernel sleeps 20 ms: five times slower here
         "128": {"params": {"delay_ms": 20}, "median_s": 1.0}}})  # measured slower than now: nothing to flag
     key = "cpu/planted-tunable"
     cfg["timing"]["point_timeout_s"] = 600  # no watchdog is tested here: no bound a loaded machine could reach
-    stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tuning.json")
-    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+    build.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tuning.json")
+    rows = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
                           tmp_path / "bench.json")[1]
     flagged, fine = (next(r for r in rows if r["m"] == n) for n in (32, 128))
-    assert flagged["status"] == "ok" and flagged["slower_than_tuning"] > stages.TUNING_SLACK
+    assert flagged["status"] == "ok" and flagged["slower_than_tuning"] > measure.TUNING_SLACK
     assert f"the time its tuning measured for this kernel and shape on {gpu}" in flagged["message"]
     assert fine["slower_than_tuning"] is None
 
@@ -145,10 +146,10 @@ def test_size_cap_and_declared_limits_are_skipped_with_the_reason(cfg, tmp_path)
 
 
 def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_path, cpu_config):
-    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "sizes": [32, 64]},
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "size_classes": [32, 64]},
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    record = stages.tune(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune.json")
+    record = tune.run(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune.json")
     statuses = {(t["size"], t["params"]["delay_ms"]): t["status"] for t in record["trials"]}
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
@@ -159,18 +160,18 @@ def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallow
                                                                                           monkeypatch):
     """A long search spread over sittings: the trials a committed search timed are kept, not timed again, by a
     search of more trials (same seed and sizes), whose result then stands for the shallower setting too."""
-    from gemmbench import tune as tuning
+    from gemmbench.tuning import records
     from kernels import registry
 
-    monkeypatch.setattr(tuning, "COMMITTED", tmp_path / "config" / "tuning")
+    monkeypatch.setattr(records, "COMMITTED", tmp_path / "config" / "tuning")
     cpu_config.update(variant_modules=["tests.planted"], cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
     variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
-    committed = tuning.committed_path("test-cpu", variant, "fp32")
+    committed = records.committed_path("test-cpu", variant, "fp32")
 
     def search(trials):
-        cfg = config.validate({**cpu_config, "tune": {"trials": trials, "sizes": [32]}})
-        return cfg, stages.tune(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / f"tune-{trials}.json")
+        cfg = config.validate({**cpu_config, "tune": {"trials": trials, "size_classes": [32]}})
+        return cfg, tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / f"tune-{trials}.json")
 
     shallow_cfg, shallow = search(2)
     committed.parent.mkdir(parents=True)
@@ -183,19 +184,19 @@ def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallow
     assert deep["trials"][:2] == shallow["trials"] and len(deep["trials"]) == 3
     assert deep["settings"]["trials"] == 3 and deep["key"] != shallow["key"]
     committed.write_text(json.dumps(deep))
-    tune = shallow_cfg["tune"]
-    assert tuning.committed(tune, variant, "fp32", "test-cpu")[1]["key"] == deep["key"]
-    assert tuning.committed({**tune, "trials": 4}, variant, "fp32", "test-cpu")[1] is None
-    assert tuning.committed({**tune, "seed": 5}, variant, "fp32", "test-cpu")[1] is None
+    settings = shallow_cfg["tune"]
+    assert records.committed(settings, variant, "fp32", "test-cpu")[1]["key"] == deep["key"]
+    assert records.committed({**settings, "trials": 4}, variant, "fp32", "test-cpu")[1] is None
+    assert records.committed({**settings, "seed": 5}, variant, "fp32", "test-cpu")[1] is None
 
 
 def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_and_times(tmp_path, cpu_config):
     """The autotuner's contract: the search hands over parameter sets, the harness measures them (compiled ahead,
     then validated and timed in its worker; a refused one comes back as such), and the sittings are kept."""
-    cpu_config.update(variant_modules=["tests.planted"], tune={"autotuner": {"trials": 3, "sizes": [32]}},
+    cpu_config.update(variant_modules=["tests.planted"], tune={"autotuner": {"trials": 3, "size_classes": [32]}},
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    record = stages.tune(config.validate(cpu_config), "cpu/planted-searching", "fp32", "test-cpu",
+    record = tune.run(config.validate(cpu_config), "cpu/planted-searching", "fp32", "test-cpu",
                          tmp_path / "tune.json")
     found = record["classes"]["32"]
     assert found["params"] == {"delay_ms": 0} and found["records"] == ["ok", "rejected", "ok"]
@@ -204,13 +205,13 @@ def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_an
 
 
 def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_parameters(tmp_path, cpu_config):
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 64], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 64], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
     cfg = config.validate(cpu_config)
     tuned = {"gpu": "test-cpu", "classes": {"32": {"params": {"delay_ms": 0}}, "64": {"params": {"delay_ms": 1}}}}
     (tmp_path / "tune.json").write_text(json.dumps(tuned))
-    stages.build(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "tune.json")
-    rows = stages.measure(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+    build.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "tune.json")
+    rows = measure.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     params = {(r["m"], r["n"], r["k"]): json.loads(r["params"]) for r in rows}
     assert params[(31, 33, 29)] == {"delay_ms": 0} and params[(63, 65, 61)] == {"delay_ms": 1}
     assert {r["status"] for r in rows} == {"ok"} and len(rows) == 5  # 2 sweep, 1 listed, 2 per class
@@ -221,9 +222,9 @@ def test_a_variant_specialised_per_shape_is_compiled_ahead_by_its_build(cfg, tmp
     GPU); a shape the variant refuses is named in the build record, and its validation reports the refusal without
     compiling it again."""
     refusals = tmp_path / "cache" / "planted-specialised-refusals"
-    build = stages.build(cfg, "cpu/planted-specialised", "fp32", tmp_path / "build.json")
-    assert build["status"] == "ok" and "compiled ahead for 2 of 3 shapes" in build["message"]
-    assert build["prepare_refused"] == {"7x13x5": "no kernel for 7x13x5"} and "prepare_failed" not in build
+    built = build.run(cfg, "cpu/planted-specialised", "fp32", tmp_path / "build.json")
+    assert built["status"] == "ok" and "compiled ahead for 2 of 3 shapes" in built["message"]
+    assert built["prepare_refused"] == {"7x13x5": "no kernel for 7x13x5"} and "prepare_failed" not in built
     assert refusals.read_text().count("\n") == 1  # by a compile worker, or by the build's on one core
     kernels = sorted((tmp_path / "cache" / "planted-specialised").iterdir())
     assert [p.name for p in kernels] == ["128x128x128", "32x32x32"]
@@ -255,7 +256,7 @@ def test_a_worker_killed_for_memory_is_oom_and_other_deaths_are_errors(code, oom
     type("OutOfMemoryError", (Exception,), {})("Out of memory allocating 1,024 bytes"),  # CuPy
 ])
 def test_running_out_of_device_memory_is_oom_in_every_family(exc):
-    from gemmbench.run.worker import failure_row
+    from gemmbench.run.rows import failure_row
 
     assert failure_row(exc)["status"] == "oom"
 
@@ -263,8 +264,8 @@ def test_running_out_of_device_memory_is_oom_in_every_family(exc):
 def test_tf32_with_the_override_that_turns_it_off_is_refused(cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
     cfg.update(modes=["tf32"])
-    build = stages.build(cfg, "cpu/planted-tf32-mode", "tf32", tmp_path / "build.json")
-    assert build["status"] == "error" and "NVIDIA_TF32_OVERRIDE=0" in build["message"]
+    built = build.run(cfg, "cpu/planted-tf32-mode", "tf32", tmp_path / "build.json")
+    assert built["status"] == "error" and "NVIDIA_TF32_OVERRIDE=0" in built["message"]
 
 
 class Reads(dict):
@@ -283,18 +284,18 @@ class Reads(dict):
 def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, cpu_config, workload, key):
     """A stage given only its sections (config_for, its rule's params) runs, and reads every one of them: the
     params are what the stage reads, so changing one re-runs its jobs and changing another section does not."""
-    cpu_config.update(variant_modules=["tests.planted"], workloads=[workload], tune={"trials": 2, "sizes": [32]},
+    cpu_config.update(variant_modules=["tests.planted"], workloads=[workload], tune={"trials": 2, "size_classes": [32]},
                       cache_dir=str(tmp_path / "cache"), params={key: {}}, max_size={"cpu": 4096, "cupy": 64})
     if workload == "b2b":
         cpu_config["b2b"] = {"m": [64], "k0": [16], "n0": [16], "n1": [16], "validation_shapes": [[7, 5, 3, 2]]}
     full = config.validate(cpu_config)
     paths = {name: tmp_path / f"{name}.json" for name in ("tune", "build", "validate", "bench")}
-    run = {"tune": lambda c: stages.tune(c, key, "fp32", "test-cpu", paths["tune"]),
-           "build": lambda c: stages.build(c, key, "fp32", paths["build"],
+    run = {"tune": lambda c: tune.run(c, key, "fp32", "test-cpu", paths["tune"]),
+           "build": lambda c: build.run(c, key, "fp32", paths["build"],
                                            paths["tune"] if workload == "gemm" else None),
-           "measure": lambda c: stages.measure(c, key, "fp32", paths["build"], paths["validate"], paths["bench"])}
+           "measure": lambda c: measure.run(c, key, "fp32", paths["build"], paths["validate"], paths["bench"])}
     for stage in run if workload == "gemm" else ("build", "measure"):
-        given = Reads(stages.config_for(full, stage, key, "fp32"))
+        given = Reads(common.config_for(full, stage, key, "fp32"))
         run[stage](given)
         assert given.read == set(given), (stage, set(given) - given.read)
         assert dict(given)["params"] == {key: {}}  # narrowed to this variant (and max_size to it or its family)
@@ -317,24 +318,24 @@ def test_a_kernel_compiled_unlike_its_tuning_is_compiled_again_and_replaces_the_
     that the measure jobs load what the tuning timed (an H100 run timed rung 07 37% slower without this)."""
     monkeypatch.setenv("PLANTED_COMPILES", str(tmp_path / "compiles.log"))
     key = "cpu/planted-unstable-compiler"
-    row = stages.build(cfg, key, "fp32", tmp_path / "build.json", _tuned_unstable(tmp_path))
+    row = build.run(cfg, key, "fp32", tmp_path / "build.json", _tuned_unstable(tmp_path))
     assert {size: facts["registers"] for size, facts in row["classes"].items()} == {"32": 125, "128": 125}
     assert "compiled again" in row["message"]
     cached = tmp_path / "cache" / "cupy"
     assert {json.loads(p.read_text())["registers"] for p in cached.glob("planted-*.json")} == {125}
     # the next job that loads the kernel from the run's cache gets the one its tuning timed
-    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+    rows = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     assert {r["status"] for r in rows} == {"ok"}
 
 
 def test_a_compiler_that_never_makes_the_tuned_kernel_is_said_so_in_the_build_row(cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("PLANTED_COMPILES", str(tmp_path / "compiles.log"))
     monkeypatch.setenv("PLANTED_ALWAYS_ODD", "1")
-    row = stages.build(cfg, "cpu/planted-unstable-compiler", "fp32", tmp_path / "build.json",
+    row = build.run(cfg, "cpu/planted-unstable-compiler", "fp32", tmp_path / "build.json",
                        _tuned_unstable(tmp_path))
     assert row["status"] == "ok" and row["classes"]["32"]["registers"] == 137
     assert "built vs tuned: {'32': (137, 125), '128': (137, 125)}" in row["message"]
-    assert len((tmp_path / "compiles.log").read_text().splitlines()) == 2 * (1 + stages.REBUILDS)  # two classes
+    assert len((tmp_path / "compiles.log").read_text().splitlines()) == 2 * (1 + build.REBUILDS)  # two classes
 
 
 def _fake_ncu(tmp_path) -> str:
@@ -348,10 +349,10 @@ def _fake_ncu(tmp_path) -> str:
 def test_the_profile_stage_runs_the_worker_under_the_profiler_and_keeps_its_counters(cfg, tmp_path):
     """The stage starts the worker under ncu with the fixed metric set and keeps one row per kernel the profiler
     reported (here the committed H100 export, which fake_ncu writes), with the point's shape and parameters."""
-    cfg["profile"].update(ncu=_fake_ncu(tmp_path), sizes=[32])
+    cfg["profile"].update(ncu=_fake_ncu(tmp_path), profiled_sizes=[32])
     key = "cpu/planted-tunable"
-    stages.build(cfg, key, "fp32", tmp_path / "build.json")
-    rows = stages.profile(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "profile.json")
+    build.run(cfg, key, "fp32", tmp_path / "build.json")
+    rows = profile.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "profile.json")
     assert [(r["status"], r["m"], r["registers"]) for r in rows] == [("ok", 32, 226.0)]
     assert rows[0]["kernel"].startswith("void sgemm_async_transpose<128, 256, 32")
     assert json.loads(rows[0]["params"]) == {"delay_ms": 20}
@@ -360,9 +361,9 @@ def test_the_profile_stage_runs_the_worker_under_the_profiler_and_keeps_its_coun
 
 @pytest.mark.parametrize("why", ["missing", "restricted"])
 def test_without_ncu_or_its_counters_every_point_ends_skipped_saying_why(cfg, tmp_path, monkeypatch, why):
-    cfg["profile"].update(ncu="no-such-ncu" if why == "missing" else _fake_ncu(tmp_path), sizes=[32, 128])
+    cfg["profile"].update(ncu="no-such-ncu" if why == "missing" else _fake_ncu(tmp_path), profiled_sizes=[32, 128])
     monkeypatch.setenv("FAKE_NCU_RESTRICTED", "1")
-    stages.build(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json")
-    rows = stages.profile(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "profile.json")
+    build.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json")
+    rows = profile.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "profile.json")
     assert [r["status"] for r in rows] == ["skipped", "skipped"]
     assert all(("no 'no-such-ncu' on PATH" if why == "missing" else "not permitted") in r["message"] for r in rows)

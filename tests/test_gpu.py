@@ -1,8 +1,9 @@
 """GPU-only checks (marked `gpu`; skipped without a CUDA device)."""
 import pytest
 
-from gemmbench import config, stages
+from gemmbench import config
 from gemmbench.measure import backend as backends
+from gemmbench.stages import build, common, measure, profile, tune
 from kernels import registry
 from tests.timings import TIMINGS
 
@@ -21,11 +22,11 @@ def cuda():
 
 @pytest.mark.parametrize("mode", registry.MODES)
 def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
-    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "sizes": [256, 1024],
+    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "square_sizes": [256, 1024],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
-    build = stages.build(cfg, "cublas/gemm", mode, tmp_path / "build.json")
-    assert build["status"] == "ok" and build["cublas_version"] > 0
-    rows = stages.measure(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
+    built = build.run(cfg, "cublas/gemm", mode, tmp_path / "build.json")
+    assert built["status"] == "ok" and built["cublas_version"] > 0
+    rows = measure.run(cfg, "cublas/gemm", mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["message"] for r in rows]
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
@@ -80,15 +81,17 @@ B2B = sorted(k for k, v in registry.load().items() if v.workload == "b2b" and v.
 @pytest.mark.parametrize("key", LADDERS)
 def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     """Aligned (float4) and unaligned shapes, tiles cut at every edge, with the H100 size classes' kernels."""
-    from gemmbench import tune
+
+    from gemmbench.tuning import records
     variant = registry.load()[key]
     cfg = config.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
-                           "sizes": [256], "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
-                                                                 [4096, 96, 8192], [2048, 2048, 2048]]})
-    tuned = tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
-    build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tuned if tuned.exists() else None)
-    assert build["status"] == "ok", build["message"]
-    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+                           "square_sizes": [256],
+                           "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
+                                                 [4096, 96, 8192], [2048, 2048, 2048]]})
+    tuned = records.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32")
+    built = build.run(cfg, key, "fp32", tmp_path / "build.json", tuned if tuned.exists() else None)
+    assert built["status"] == "ok", built["message"]
+    rows = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["n"], r["k"], {})  # noqa: E731
     assert all(r["status"] == "ok" or declared(r) for r in rows), [(r["m"], r["n"], r["k"], r["message"]) for r in rows]
     assert any(r["status"] == "ok" for r in rows)
@@ -102,19 +105,20 @@ TENSOR_CORE_MODES = [(key, mode) for key in sorted(TENSOR_CORE) for mode in TENS
 def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_space(tmp_path, key, mode):
     """Tiles cut at every edge, K not a multiple of the k-tile (nor of 2: BF16 rows of odd length), tall-skinny,
     against the fp64 product."""
-    from gemmbench import tune
+
+    from gemmbench.tuning import search
     variant = TENSOR_CORE[key]
     cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
-                           "sizes": [256],
+                           "square_sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048],
                                                  # 16-byte rows with every tile cut short: zero-filled copies
                                                  [1000, 1000, 1000], [136, 264, 72]]})
-    for params in tune.candidates(variant, variant.params, 3, seed=1):
+    for params in search.candidates(variant, variant.params, 3, seed=1):
         cfg["params"] = {key: params}
-        build = stages.build(cfg, key, mode, tmp_path / "build.json")
-        assert build["status"] == "ok", build["message"]
-        rows = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
+        built = build.run(cfg, key, mode, tmp_path / "build.json")
+        assert built["status"] == "ok", built["message"]
+        rows = measure.run(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
         assert all(r["status"] == "ok" for r in rows), [(params, r["m"], r["n"], r["k"], r["message"]) for r in rows]
 
 
@@ -131,9 +135,9 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
                            "b2b": axes})
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["k0"], r["n0"], r["n1"], {})  # noqa: E731
     for mode in variant.modes:
-        build = stages.build(cfg, key, mode, tmp_path / "build.json")
-        assert build["status"] == "ok", build["message"]
-        rows = stages.measure(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
+        built = build.run(cfg, key, mode, tmp_path / "build.json")
+        assert built["status"] == "ok", built["message"]
+        rows = measure.run(cfg, key, mode, tmp_path / "build.json", tmp_path / "validate.json")[0]
         assert len(rows) == (8 if narrow else 4) + 7
         assert all(r["status"] == "ok" or declared(r) for r in rows), [
             (r["m"], r["k0"], r["n0"], r["n1"], r["status"], r["message"]) for r in rows]
@@ -141,8 +145,8 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
-    cfg = config.validate({"device": "cuda", "tune": {"trials": 3, "sizes": [128, 512]}})
-    record = stages.tune(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "tune.json")
+    cfg = config.validate({"device": "cuda", "tune": {"trials": 3, "square_sizes": [128, 512]}})
+    record = tune.run(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "tune.json")
     assert set(record["classes"]) == {"128", "512"} and len(record["trials"]) == 6
     for size, best in record["classes"].items():
         timed = [t for t in record["trials"] if t["size"] == int(size) and t["status"] == "ok"]
@@ -154,27 +158,29 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     validated and timed by the harness's supervised worker), then the build with its record, validated at shapes
     it was not tuned for."""
     key = "tvm/04_metaschedule"
-    cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"], "sizes": [512],
+    cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"],
+                           "square_sizes": [512],
                            "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
-                           "tune": {"autotuner": {"trials": 16, "sizes": [256]}}})
-    record = stages.tune(cfg, key, "fp32", "test-gpu", tmp_path / "tune.json")
+                           "tune": {"autotuner": {"trials": 16, "size_classes": [256]}}})
+    record = tune.run(cfg, key, "fp32", "test-gpu", tmp_path / "tune.json")
     assert record["classes"]["256"]["trials"] == 16 and record["classes"]["256"]["median_s"] > 0
     assert record["classes"]["256"]["sittings"][-1]["candidates"] == 16 and record["classes"]["256"]["tune_s"] > 0
     assert (tmp_path / "tune" / "256" / "database_tuning_record.json").exists()
-    build = stages.build(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tune.json")
-    assert build["status"] == "ok", build["message"]
-    rows = stages.measure(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
+    built = build.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "tune.json")
+    assert built["status"] == "ok", built["message"]
+    rows = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json")[0]
     assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), [(r["m"], r["message"]) for r in rows]
 
 
 def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_does(capsys):
     """On a GPU model with committed tuning (the H100 and H200 have it for the CuPy rungs), `run` builds the tuned
     per-class kernels; elsewhere it says it runs the defaults."""
-    from gemmbench import plan, tune
+    from gemmbench import plan
     from gemmbench.__main__ import main
+    from gemmbench.tuning import records
 
     cfg = config.validate({"device": "cuda"})
-    _, committed = tune.committed(cfg["tune"], registry.load()["cupy/06_blocktile_2d"], "fp32", plan.gpu_slug(cfg))
+    _, committed = records.committed(cfg["tune"], registry.load()["cupy/06_blocktile_2d"], "fp32", plan.gpu_model(cfg))
     code = main(["run", "cupy/06_blocktile_2d", "--size", "1024"])
     err = capsys.readouterr().err
     assert code == 0
@@ -182,10 +188,10 @@ def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_
 
 
 def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
-    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "sizes": [2048],
+    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "square_sizes": [2048],
                            "validation_shapes": []})
-    stages.build(cfg, "cublas/gemm", "fp32", tmp_path / "build.json")
-    row = stages.measure(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+    build.run(cfg, "cublas/gemm", "fp32", tmp_path / "build.json")
+    row = measure.run(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
                          tmp_path / "bench.json")[1][0]
     assert row["status"] == "ok", row["message"]
     assert row["clock_reads"] >= 2 and 0 < row["sm_clock_min_mhz"] <= row["sm_clock_mean_mhz"]
@@ -200,12 +206,12 @@ NOT_FP32 = "not fp32 arithmetic"
 def _measure(tmp_path, variant, timing, sizes=(1024,), shapes=()):
     family = variant.split("/")[0]
     cfg = config.validate({"device": "cuda", "families": [family], "variants": [variant], "modes": ["fp32"],
-                           "sizes": list(sizes), "validation_shapes": [list(s) for s in shapes],
+                           "square_sizes": list(sizes), "validation_shapes": [list(s) for s in shapes],
                            "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing],
                            "cache_dir": str(tmp_path / "cache")})
     name = variant.replace("/", "-")
-    stages.build(cfg, variant, "fp32", tmp_path / f"{name}-build.json")
-    return stages.measure(cfg, variant, "fp32", tmp_path / f"{name}-build.json", tmp_path / f"{name}-validate.json",
+    build.run(cfg, variant, "fp32", tmp_path / f"{name}-build.json")
+    return measure.run(cfg, variant, "fp32", tmp_path / f"{name}-build.json", tmp_path / f"{name}-validate.json",
                           tmp_path / f"{name}-bench.json")
 
 
@@ -264,10 +270,10 @@ def test_a_cheat_that_cannot_hit_is_timed_with_its_work(tmp_path, timing, cheat)
     times = {}
     for variant in (cheat, "cublas/gemm"):
         cfg = config.validate({"device": "cuda", "families": ["cupy", "cublas"], "variants": [variant],
-                               "modes": ["fp32"], "sizes": [1024], "validation_shapes": [],
+                               "modes": ["fp32"], "square_sizes": [1024], "validation_shapes": [],
                                "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing]})
-        stages.build(cfg, variant, "fp32", tmp_path / "build.json")
-        row = stages.measure(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+        build.run(cfg, variant, "fp32", tmp_path / "build.json")
+        row = measure.run(cfg, variant, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
                              tmp_path / "bench.json")[1][0]
         assert row["status"] == "ok", row["message"]
         times[variant] = row
@@ -307,13 +313,13 @@ def test_the_profile_stage_counts_one_launch_of_the_bench_kernels_only(tmp_path)
 
     if not shutil.which("ncu"):
         pytest.skip("Nsight Compute (ncu) not on PATH")
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "modes": ["fp32"], "sizes": [1024],
+    cfg = config.validate({"device": "cuda", "families": ["cupy"], "modes": ["fp32"], "square_sizes": [1024],
                            "variants": ["cupy/05_blocktile_1d"], "tune": {"enabled": False},
-                           "profile": {"sizes": [1024]}, "cache_dir": str(tmp_path / "cache")})
+                           "profile": {"profiled_sizes": [1024]}, "cache_dir": str(tmp_path / "cache")})
     key = "cupy/05_blocktile_1d"
-    build = stages.build(cfg, key, "fp32", tmp_path / "build.json")
-    rows = stages.profile(stages.config_for(cfg, "profile", key, "fp32"), key, "fp32", tmp_path / "build.json",
+    built = build.run(cfg, key, "fp32", tmp_path / "build.json")
+    rows = profile.run(common.config_for(cfg, "profile", key, "fp32"), key, "fp32", tmp_path / "build.json",
                           tmp_path / "profile.json")
     assert [r["status"] for r in rows] == ["ok"], [r["message"] for r in rows]
-    assert "sgemm" in rows[0]["kernel"] and rows[0]["registers"] == build["registers"]
+    assert "sgemm" in rows[0]["kernel"] and rows[0]["registers"] == built["registers"]
     assert rows[0]["fma_pipe_instructions"] > 0 and rows[0]["duration_s"] > 0

@@ -13,9 +13,8 @@ import pytest
 from conftest import ROOT
 from test_cupy_kernels import NVCC, committed_params
 
-from gemmbench import tune
 from kernels import registry
-from kernels.numba.variants import RUNGS, SIGNATURE, cdiv, limits, module, ptx_facts, sass_facts
+from kernels.numba.variants import RUNGS, SIGNATURE, limits, module, ptx_facts, sass_facts
 
 KERNEL_RUNGS = [r for r in RUNGS if not r.gufunc]
 VARIANTS = {r.variant_name: registry.load()[f"numba/{r.variant_name}"] for r in RUNGS}
@@ -99,30 +98,6 @@ def test_every_rung_is_correct_in_the_cuda_simulator():
     assert len(results) == len(cases) * len(SIMULATED_SHAPES)
     bad = [r for r in results if r["unwritten"] or r["max_error"] > 1e-5]
     assert not bad, bad
-
-
-@pytest.mark.parametrize("rung", KERNEL_RUNGS, ids=lambda r: r.variant_name)
-@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)])
-def test_the_launch_covers_every_output(rung, shape):
-    m, n, _ = shape
-    for params in [rung.defaults, *committed_params(VARIANTS[rung.variant_name])]:
-        grid, block = rung.launch(params, m, n)
-        rows, cols = rung.tile(params)
-        assert rung.threads(params) <= 1024 and len(block) <= 3
-        if rung.grid == "linear":
-            assert grid == (cdiv(m, rows) * cdiv(n, cols),)
-        else:
-            gm, gn = grid if rung.grid == "rows_cols" else grid[::-1]
-            assert gm * rows >= m and gn * cols >= n and (gm, gn) == (cdiv(m, rows), cdiv(n, cols))
-
-
-@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.variant_name)
-def test_defaults_are_valid_and_candidates_are_reproducible(rung):
-    variant = VARIANTS[rung.variant_name]
-    assert variant.check_params(rung.defaults) is None
-    first = tune.candidates(variant, rung.defaults, 12, seed=3)
-    assert first == tune.candidates(variant, rung.defaults, 12, seed=3)
-    assert all(variant.check_params(c) is None for c in first)
 
 
 def test_the_gufunc_declares_its_size_limit():

@@ -136,7 +136,7 @@ def test_auto_without_a_gpu_runs_cpu_families_and_says_so(tmp_path):
 
 
 def test_faulty_variants_end_as_status_rows_and_the_report_is_still_made(tmp_path, cpu_config):
-    cpu_config.update(variant_modules=["tests.planted"], sizes=[32, 96], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 96], validation_shapes=[[7, 13, 5]],
                       variants=["cpu/numpy-blas", "cpu/planted-wrong", "cpu/planted-hang", "cpu/planted-crash"])
     cpu_config["timing"]["point_timeout_s"] = 4
     result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
@@ -159,7 +159,7 @@ def test_a_killed_run_continues_with_the_same_command_and_measures_only_the_miss
     """kill -9 of the whole run (Snakemake and its jobs) during bench, then the README's command again, as it was:
     no --unlock or other step; the points finished before the kill are kept byte for byte, only the rest measured."""
     cpu_config.update(variant_modules=["tests.planted"], variants=["cpu/planted-slow"],
-                      sizes=[16, 24, 32, 40, 48, 56], validation_shapes=[])
+                      square_sizes=[16, 24, 32, 40, 48, 56], validation_shapes=[])
     cpu_config["timing"].update(min_samples=10, max_samples=10)  # 0.05 s a call: about 1 s per point
     config_path = write_config(tmp_path, cpu_config)
     command = snakemake_command(tmp_path) + ["--cores", "all", "--configfile", str(config_path)]
@@ -219,7 +219,8 @@ def test_editing_a_familys_launch_code_reruns_build_validate_and_bench_of_its_va
 def test_a_workload_from_one_module_outside_the_harness_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
     """tests/toy_workload.py registers the gemv workload and its one variant; the config names that module and the
     workload, and the run plans, validates, times, tabulates, draws and reports it like gemm."""
-    cpu_config.update(variant_modules=["tests.toy_workload"], workloads=["gemv"], families=["toy"], sizes=[64, 128])
+    cpu_config.update(variant_modules=["tests.toy_workload"], workloads=["gemv"], families=["toy"],
+                      square_sizes=[64, 128])
     result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "results/tables/summary.csv")
@@ -236,7 +237,7 @@ def test_a_workload_from_one_module_outside_the_harness_runs_through_the_dag_to_
 
 def test_a_family_from_a_module_outside_kernels_runs_through_the_dag_to_the_report(tmp_path, cpu_config):
     """No list of families to extend: a module named in variant_modules registers "toy", and the config runs it."""
-    cpu_config.update(variant_modules=["tests.toy_family"], families=["cpu", "toy"], sizes=[64],
+    cpu_config.update(variant_modules=["tests.toy_family"], families=["cpu", "toy"], square_sizes=[64],
                       validation_shapes=[[7, 13, 5]])
     result = snakemake(tmp_path, "--cores", "2", config=cpu_config)
     assert result.returncode == 0, result.stderr[-3000:]

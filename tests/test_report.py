@@ -388,7 +388,7 @@ def test_a_change_within_the_points_noise_is_not_flagged_and_one_beyond_it_is(tm
 
 def test_the_spread_shown_is_the_samples_noise_not_the_medians_interval():
     """nvbench's Noise: the samples' relative standard deviation, which the report puts beside a number."""
-    from gemmbench.present.report import _spread
+    from gemmbench.present.analysis import spread
     from gemmbench.present.tables import noise
 
     samples = [1.0, 1.02, 0.98, 1.01, 0.99]
@@ -396,7 +396,7 @@ def test_the_spread_shown_is_the_samples_noise_not_the_medians_interval():
     assert pd.isna(noise([1.0]))
     row = pd.DataFrame([{"noise": noise(samples), "median_ci_rel": 0.0001, "converged": True,
                          "thin_median": False}]).iloc[0]
-    assert _spread(row) == "noise 1.6%"
+    assert spread(row) == "noise 1.6%"
 
 
 def test_each_rung_keeps_one_colour_and_marker_and_no_two_rungs_share_them():

@@ -4,12 +4,13 @@ import logging
 import os
 import re
 
-from gemmbench import ROOT, config, stages
+from gemmbench import ROOT, config
+from gemmbench.stages import build, measure
 
 
 def _measure(cfg, tmp_path, key):
-    stages.build(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json")
-    checked, _ = stages.measure(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json",
+    build.run(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json")
+    checked, _ = measure.run(cfg, key, "fp32", tmp_path / f"{key.replace('/', '-')}.json",
                                 tmp_path / "validate.json", tmp_path / "bench.json")
     return checked
 
@@ -22,7 +23,7 @@ def _workers(caplog) -> list[tuple[str, int]]:
 
 
 def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_config, tmp_path, caplog):
-    cpu_config.update(sizes=[64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
+    cpu_config.update(square_sizes=[64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
     cfg = config.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")
     first = _measure(cfg, tmp_path, "cpu/numpy-blas")
@@ -55,7 +56,7 @@ def test_a_worker_whose_variant_module_changed_is_replaced(cpu_config, tmp_path,
     (modules / "edited_kernel.py").write_text(KERNEL)
     monkeypatch.syspath_prepend(str(modules))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), str(ROOT)]))
-    cpu_config.update(variant_modules=["edited_kernel"], sizes=[32], validation_shapes=[[7, 13, 5]],
+    cpu_config.update(variant_modules=["edited_kernel"], square_sizes=[32], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
     cfg = config.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")

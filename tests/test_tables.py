@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from gemmbench.present import tables
+from gemmbench.stages import aggregate
 
 
 def _facts(device, gpu, uuid, host, peak=None, bandwidth=3000.0):
@@ -40,7 +40,7 @@ def sweep(tmp_path):
              for i, (facts, family, variant, median) in enumerate(points)]
     extra = _write_bench(tmp_path / "again.json", {**H200_A, "copy_bandwidth_gbps": 3900.0}, "cupy", "naive", 1024, 9.0)
     out = tmp_path / "tables"
-    result = tables.aggregate(build_paths=[], validation_paths=[], bench_paths=[*paths, extra], outdir=out,
+    result = aggregate.run(build_paths=[], validation_paths=[], bench_paths=[*paths, extra], outdir=out,
                               device_reason="no GPU")
     return result["summary"].set_index(["gpu_uuid", "variant"]), json.loads((out / "devices.json").read_text())
 
@@ -77,7 +77,7 @@ def test_a_point_that_never_ran_names_no_device(tmp_path):
            "workload": "gemm", "mode": "fp32", "m": 64, "n": 64, "k": 64, "shape_kind": "sweep", "cache": "hot",
            "seed": 1, "status": "skipped", "message": "above the configured size cap"}
     (tmp_path / "b.json").write_text(json.dumps({"rows": [row], "devices": []}))
-    result = tables.aggregate(build_paths=[], validation_paths=[], bench_paths=[tmp_path / "b.json"],
+    result = aggregate.run(build_paths=[], validation_paths=[], bench_paths=[tmp_path / "b.json"],
                               outdir=tmp_path / "tables")
     assert result["summary"].status.tolist() == ["skipped"] and pd.isna(result["summary"].gpu[0])
     assert json.loads((tmp_path / "tables/devices.json").read_text()) == []

@@ -1,6 +1,6 @@
-"""A tuning record stands as long as the code it timed stands (gemmbench/codekey.py): comments, docstrings, layout,
-another rung's declaration, a helper moved into a header with the same unit leave every committed record current; a
-real change to a kernel re-keys its records and no others. All on the CPU, in copies of the tree."""
+"""A tuning record stands as long as the code it timed stands (gemmbench/tuning/codekey.py): comments, docstrings,
+layout, another rung's declaration, a helper moved into a header with the same unit leave every committed record
+current; a real change to a kernel re-keys its records and no others. All on the CPU, in copies of the tree."""
 import re
 import subprocess
 import sys
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.conftest import ROOT, tree_copy
 
-COMMITTED = len(list((ROOT / "config" / "tuning").glob("*/*/*/*.json")))
-SPLIT_BARRIERS = len(list((ROOT / "config" / "tuning").glob("*/cupy/13_split_barriers/*.json")))  # one per GPU model
+COMMITTED = len(list((ROOT / "resources" / "tuning").glob("*/*/*/*.json")))
+SPLIT_BARRIERS = len(list((ROOT / "resources" / "tuning").glob("*/cupy/13_split_barriers/*.json")))  # one per GPU model
 
 
 def check(tree: Path) -> tuple[int, list[str]]:
@@ -32,7 +32,7 @@ def test_every_committed_record_stands_for_the_current_code():
 
 def test_the_code_key_leaves_out_what_one_python_version_adds_to_a_syntax_tree():
     """Python 3.12 gave functions and classes type_params; the GPU node's Python and CI's must key alike."""
-    from gemmbench import codekey
+    from gemmbench.tuning import codekey
     from kernels import registry
 
     text = codekey.canonical(registry.load()["cupy/07_vectorized"])
@@ -123,22 +123,23 @@ def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count
     searched with other compilers (the GPU node's NVRTC 13.0 for the README's 13.5); not to another architecture."""
     import json
 
-    from gemmbench import config, tune
+    from gemmbench import config
+    from gemmbench.tuning import records
     from kernels import registry
 
     cfg = config.validate({})["tune"]
     variant = registry.load()["cupy/10_pipelined"]
-    h100 = json.loads((tune.COMMITTED / "nvidia-h100-80gb-hbm3" / tune.GPU_FACTS).read_text())
+    h100 = json.loads((records.COMMITTED / "nvidia-h100-80gb-hbm3" / records.GPU_FACTS).read_text())
     same = {"compute_capability": h100["compute_capability"], "sm_count": h100["sm_count"]}
-    path, record, why = tune.transferred(cfg, variant, "fp32", "nvidia-h800", same)
-    assert path == tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32") and record["classes"]
+    path, record, why = records.transferred(cfg, variant, "fp32", "nvidia-h800", same)
+    assert path == records.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32") and record["classes"]
     assert "tuned on nvidia-h100-80gb-hbm3, of the same architecture and SM count" in why
-    assert tune.transferred(cfg, variant, "fp32", "nvidia-h800", {**same, "sm_count": same["sm_count"] - 18}) is None
-    assert tune.transferred(cfg, variant, "fp32", "nvidia-a100", {**same, "compute_capability": "8.0"}) is None
+    assert records.transferred(cfg, variant, "fp32", "nvidia-h800", {**same, "sm_count": same["sm_count"] - 18}) is None
+    assert records.transferred(cfg, variant, "fp32", "nvidia-a100", {**same, "compute_capability": "8.0"}) is None
 
     ran_with = record["compilers"]
     other = {**ran_with, "nvrtc": "13.5"}
-    assert tune.committed(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", other)[1] is None
-    monkeypatch.setattr(tune, "compilers", lambda v=None: tune.relevant(v, other))
-    _, _, why = tune.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
+    assert records.committed(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", other)[1] is None
+    monkeypatch.setattr(records, "compilers", lambda v=None: records.relevant(v, other))
+    _, _, why = records.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
     assert why.startswith("searched with ") and "nvrtc 13.0" in why and "this host has" in why and "nvrtc 13.5" in why

@@ -268,21 +268,23 @@ def test_a_cubin_missing_its_last_byte_is_read_whole(tmp_path):
 
 def test_reading_sass_is_not_in_a_tvm_tuning_key():
     """kernels/sass.py only reads what was compiled: editing it must not make committed TVM tuning stale."""
-    from gemmbench import tune
+
+    from gemmbench.tuning import records
     from kernels import registry
 
-    files = {Path(f).name for f in tune.determining_files(registry.load()["tvm/04_metaschedule"])}
+    files = {Path(f).name for f in records.determining_files(registry.load()["tvm/04_metaschedule"])}
     assert {"04_metaschedule.py", "variants.py"} <= files and "sass.py" not in files
 
 
 def test_async_pipeline_stages_become_cp_async_copies():
     """The H100's MetaSchedule record pipelines its shared fetches asynchronously; TVM's CUDA source must then copy
     with cp.async, not through registers with only the commit and wait instructions left."""
-    from gemmbench import tune
+
+    from gemmbench.tuning import records
     from kernels import registry
 
     variant = registry.load()["tvm/04_metaschedule"]
-    record = json.loads(tune.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32").read_text())
+    record = json.loads(records.committed_path("nvidia-h100-80gb-hbm3", variant, "fp32").read_text())
     params = record["classes"]["4096"]["params"]
     assert "software_pipeline_async_stages" in json.dumps(params["trace"])
     source = variants.cuda_source(METASCHEDULE.schedule(variants.matmul(256, 256, 256), params, SM90), SM90)
@@ -331,25 +333,26 @@ def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_sta
     """Enabled by default once tuned: with tune.autotuner.trials 0, a result committed for the GPU model runs as it
     was searched (its own settings) while it stands for the current sources; without one, or a stale one, the
     variant is left out."""
-    from gemmbench import config, plan, tune
+    from gemmbench import config, plan
+    from gemmbench.tuning import records
     from kernels import registry
 
-    monkeypatch.setattr(tune, "COMMITTED", tmp_path)
+    monkeypatch.setattr(records, "COMMITTED", tmp_path)
     cfg = config.validate({"device": "cuda", "tune": {"gpu": "Test GPU"}})
     variant = registry.load()["tvm/04_metaschedule"]
     assert not plan.tuned(cfg, variant)
     settings = {"trials": 7, "seed": 0, "sizes": [4096]}
-    path = tune.committed_path("test-gpu", variant, "fp32")
+    path = records.committed_path("test-gpu", variant, "fp32")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings), "settings": settings,
-                                "compilers": tune.compilers(), "classes": {}}))
-    assert plan.tuned(cfg, variant) and tune.committed(cfg["tune"], variant, "fp32", "test-gpu")[1]
+    path.write_text(json.dumps({"key": records.key(variant, "fp32", settings), "settings": settings,
+                                "compilers": records.compilers(), "classes": {}}))
+    assert plan.tuned(cfg, variant) and records.committed(cfg["tune"], variant, "fp32", "test-gpu")[1]
     assert variant.key in {v.key for v in plan.variants(cfg, "cuda")}
     other = {"nvrtc": "0.0"}  # searched with other compilers: without a budget to search again, it still stands
-    path.write_text(json.dumps({"key": tune.key(variant, "fp32", settings, other), "settings": settings,
+    path.write_text(json.dumps({"key": records.key(variant, "fp32", settings, other), "settings": settings,
                                 "compilers": other, "classes": {}}))
     assert plan.tuned(cfg, variant)
-    path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "compilers": tune.compilers(),
+    path.write_text(json.dumps({"key": "from-other-sources", "settings": settings, "compilers": records.compilers(),
                                 "classes": {}}))
     assert not plan.tuned(cfg, variant)
 

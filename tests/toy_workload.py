@@ -14,10 +14,10 @@ workloads.register(workloads.Workload(
     scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["k"],
     formula="2·m·k; minimum bytes = 4 · (mk + k + m)",
-    sweep=lambda config: [(n, n) for n in config["sizes"]],
+    sweep=lambda config: [(n, n) for n in config["square_sizes"]],
     listed=lambda config: [[7, 13]],
-    just=lambda d: {"sizes": [d["m"]]},
-    config_keys={"sweep": ("sizes",), "listed": ()}))
+    just=lambda d: {"square_sizes": [d["m"]]},
+    config_keys={"sweep": ("square_sizes",), "listed": ()}))
 views.register(views.View("gemv", figures=("tflops_vs_size", "validation_error"), compared=(),
                           position=lambda d: np.sqrt(d["m"] * d["k"])))
 

@@ -98,7 +98,7 @@ HARNESS = ("gemmbench/**/*.py", "kernels/registry.py")
 
 
 @functools.lru_cache(maxsize=None)
-def digest(root: str, files: tuple[str, ...] = ()) -> str:
+def sources_digest(root: str, files: tuple[str, ...] = ()) -> str:
     """A digest of the harness's sources under `root` and of `files` (a variant's determining files): what ran."""
     import hashlib
 

@@ -169,3 +169,25 @@ def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepa
         sampler.add(backend.device_time(run, launches) / launches)
         after()
     return launches, sampler
+
+
+class Load:
+    """When this worker's current stretch of device work began: points run back to back keep the device busy, so
+    the warm-up's seconds (clocks settling under load) are spent once per stretch, not once per point."""
+
+    IDLE_GAP_S = 0.25  # a pause longer than this (a compile, a long first launch) starts a new stretch
+
+    def __init__(self):
+        self.since = self.last = None
+
+    def begin(self) -> float:
+        now = time.perf_counter()
+        if self.last is None or now - self.last > self.IDLE_GAP_S:
+            self.since = now
+        return self.since
+
+    def end(self) -> None:
+        self.last = time.perf_counter()
+
+
+LOAD = Load()  # this process's stretch of device work

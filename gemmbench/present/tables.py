@@ -17,7 +17,8 @@ SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "tables.schema.yaml").r
 SAMPLE_COLUMNS = {"sample_device_s": "device", "sample_batched_s": "batched", "warmup_host_s": "host"}
 
 
-def _rows(paths) -> list[dict]:
+def read_rows(paths) -> list[dict]:
+    """Every row of the stage outputs at `paths`."""
     return [row for p in paths for row in json.loads(Path(p).read_text())["rows"]]
 
 
@@ -41,7 +42,7 @@ def check_columns(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _frame(rows: list[dict], name: str) -> pd.DataFrame:
+def typed_frame(rows: list[dict], name: str) -> pd.DataFrame:
     """The rows as a table with every column the schema requires (empty where no row has it); shape columns are
     integers, empty on the rows of a workload without that axis."""
     frame = pd.DataFrame(rows)
@@ -78,8 +79,8 @@ def with_noise(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
-    frame = _frame([{**{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS},
-                     "noise": noise(r.get("sample_device_s"))} for r in bench_rows], "summary")
+    frame = typed_frame([{**{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS},
+                          "noise": noise(r.get("sample_device_s"))} for r in bench_rows], "summary")
     frame["flops"] = per_workload(frame, lambda workload, sizes, mode: workload.flops(sizes))
     frame["min_bytes"] = per_workload(frame, lambda workload, sizes, mode: workload.min_bytes(sizes, mode))
     ok = frame.status == "ok"
@@ -143,42 +144,12 @@ def samples_table(bench_rows: list[dict]) -> pd.DataFrame:
         for field, timer in SAMPLE_COLUMNS.items():
             records += [{**ident, "timer": timer, "sample": i, "seconds": s}
                         for i, s in enumerate(row.get(field) or [])]
-    return _frame(records, "samples")
+    return typed_frame(records, "samples")
 
 
-def _plain(record: dict) -> dict:
+def plain(record: dict) -> dict:
     """Nested values (parameters, per-class facts) as JSON text: one table cell each."""
     return {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in record.items()}
-
-
-def aggregate(*, build_paths, validation_paths, bench_paths, outdir,
-              device_reason: str = "") -> dict[str, pd.DataFrame]:
-    """Write results/tables/{summary,samples,validation,builds}.{csv,parquet} and devices.json."""
-    facts = devices([*validation_paths, *bench_paths], device_reason)
-    bench_rows = _rows(bench_paths)
-    tables = {
-        "summary": summary_table(bench_rows, facts),
-        "samples": samples_table(bench_rows),
-        "validation": _frame(_rows(validation_paths), "validation"),
-        "builds": _frame([_plain(json.loads(Path(p).read_text())) for p in build_paths], "builds"),
-    }
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    for name, frame in tables.items():
-        frame.to_csv(outdir / f"{name}.csv", index=False)
-        # zstd: the samples (half a million rows for the default run) ride in the report as a download
-        frame.to_parquet(outdir / f"{name}.parquet", index=False, compression="zstd")
-    (outdir / "devices.json").write_text(json.dumps(facts, indent=1))
-    return tables
-
-
-def write_profile(paths, csv_path, parquet_path) -> pd.DataFrame:
-    """results/tables/profile.{csv,parquet}: the profile stage's rows, one per kernel profiled (or per shape without
-    one, saying why)."""
-    frame = _frame(_rows(paths), "profile")
-    frame.to_csv(csv_path, index=False)
-    frame.to_parquet(parquet_path, index=False)
-    return frame
 
 
 COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]

@@ -8,11 +8,12 @@ as indices or UUIDs) are handed out among the jobs, one GPU included, each locke
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import time
 from pathlib import Path
+
+from gemmbench.run import locks
 
 log = logging.getLogger("gemmbench")
 
@@ -58,15 +59,6 @@ def uuids() -> list[str]:
         pynvml.nvmlShutdown()
 
 
-def _open_lock(path: Path) -> int:
-    # Read-only is enough for flock; open before create, because Linux refuses O_CREAT on another user's file in
-    # a sticky directory such as /tmp.
-    try:
-        return os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-
-
 def lock_name(device: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in device)
 
@@ -78,17 +70,12 @@ def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5,
     however it exits, so no stale lock outlives a killed job."""
     waiting = False
     while True:
-        for device, name in zip(devices, names or devices):
-            fd = _open_lock(_lock_dir(lock_dir) / f"{lock_name(name)}.lock")
+        held = locks.first_free(_lock_dir(lock_dir) / f"{lock_name(name)}.lock" for name in names or devices)
+        if held:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
-                yield device
+                yield devices[held[0]]
             finally:
-                os.close(fd)
+                os.close(held[1])
             return
         if not waiting:
             log.info("all %d GPUs are taken by other jobs: waiting for one", len(devices))

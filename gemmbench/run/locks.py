@@ -1,10 +1,14 @@
-"""A run killed with kill -9 (or a lost SSH session) leaves Snakemake's directory lock behind, and the next run
+"""Locks. A job holds the first free one of several lock files (a GPU, a resident worker's slot) for as long as it
+runs: the kernel drops it when its holder exits, however it exits (first_free).
+
+A run killed with kill -9 (or a lost SSH session) leaves Snakemake's directory lock behind, and the next run
 stops with a LockException. This module lets the same command simply continue where it can prove that the lock
 is stale: its owner (recorded when a run starts) was on this host and is gone, and no other Snakemake process on
 this host works in the directory. Otherwise it says, in one line, who holds the lock and how to continue.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -14,6 +18,29 @@ import socket
 from pathlib import Path
 
 log = logging.getLogger("gemmbench")
+
+def open_lock(path: Path, mode: int = 0o644) -> int:
+    # Read-only is enough for flock; open before create, because Linux refuses O_CREAT on another user's file in
+    # a sticky directory such as /tmp.
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return os.open(path, os.O_RDONLY | os.O_CREAT, mode)
+
+
+def first_free(paths, mode: int = 0o644) -> tuple[int, int] | None:
+    """The index of the first of `paths` whose lock this process takes (exclusive, without waiting) and the lock's
+    descriptor (closing it lets go); None where every one is held."""
+    for i, path in enumerate(paths):
+        fd = open_lock(path, mode)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return i, fd
+    return None
+
 
 OWNER = Path(".snakemake") / "gemmbench-owner.json"
 LOCKS = Path(".snakemake") / "locks"

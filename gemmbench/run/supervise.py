@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import itertools
@@ -18,11 +17,12 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gemmbench import ROOT, path_with
-from gemmbench.run import gpus
-from gemmbench.run.task import Task
+from gemmbench.run import gpus, locks
+from gemmbench.run.task import Point, Task
 
 log = logging.getLogger("gemmbench")
 
@@ -133,16 +133,11 @@ class Resident:
 
     def __enter__(self):
         RESIDENT_DIR.mkdir(mode=0o700, exist_ok=True)
-        for slot in itertools.count():
-            fd = os.open(RESIDENT_DIR / f"{self.key}-{slot}.lock", os.O_RDONLY | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            self.lock, name = fd, RESIDENT_DIR / f"{self.key}-{slot}"
-            self.address, self.log = str(name) + ".sock", Path(str(name) + ".log")
-            return self
+        slot, self.lock = locks.first_free((RESIDENT_DIR / f"{self.key}-{slot}.lock" for slot in itertools.count()),
+                                           0o600)
+        name = RESIDENT_DIR / f"{self.key}-{slot}"
+        self.address, self.log = str(name) + ".sock", Path(str(name) + ".log")
+        return self
 
     def __exit__(self, *exc):
         os.close(self.lock)  # the worker stays, idle, for the next job
@@ -294,3 +289,27 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
                                 failed["message"][:300])
                 start = max(rows) + 1 if rows else count
     return [rows[i] for i in range(count)], device
+
+
+COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core
+
+
+def compile_ahead(config: dict, variant, mode: str, points: list[Point],
+                  classes: dict | None = None) -> tuple[int, list[dict | None]]:
+    """The points' kernels compiled into the shared caches by up to COMPILE_WORKERS parallel workers (they launch
+    nothing), where there is more than one core and one point: the number of workers and each point's compile row
+    (None where none ran). A compile that fails otherwise than by the variant's refusal (`rejected`) is seen again,
+    and reported, by whoever runs the point."""
+    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
+    rows = [None] * len(points)
+    if workers > 1:
+        chunks = [list(range(len(points)))[i::workers] for i in range(workers)]
+        with ThreadPoolExecutor(workers) as pool:
+            def compile_chunk(chunk: list[int]) -> list[dict]:
+                task = Task.of("compile", config, variant, mode, [points[i] for i in chunk], classes)
+                return run_task(task, config["timing"]["point_timeout_s"], log_rows=False)[0]
+
+            for chunk, chunk_rows in zip(chunks, pool.map(compile_chunk, chunks)):
+                for i, row in zip(chunk, chunk_rows):
+                    rows[i] = row
+    return workers, rows

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ class Point:
 @dataclass
 class Task:
     """A worker's job: build one variant in one mode, then run `points` (measure or tune) in order.
-    `classes` holds the tuned parameters per size class ("1024": {...}); None runs `params` at every size."""
+    `classes` holds the tuned parameters per size class ({1024: {...}}); None runs `params` at every size."""
 
     kind: str  # build | measure (validate, then time) | tune | compile (tune candidates, ahead) | profile (ncu)
     variant: str
@@ -31,14 +32,27 @@ class Task:
     device: str
     mode: str
     params: dict
-    cache_dir: str  # compiled artifacts and device facts, shared by every job and process (gemmbench.cache)
+    cache_dir: str  # compiled artifacts and device facts, shared by every job and process (cache_dir)
     points: list[Point]
     timing: dict
     cache: str  # hot | cold
-    classes: dict[str, dict] | None = None
+    classes: dict[int, dict] | None = None
     prepare: list[dict[str, int]] = field(default_factory=list)  # build: the shapes to compile ahead (Variant.prepare)
     refused: dict[str, str] = field(default_factory=dict)  # build: shapes the variant refused when compiled ahead
     wrap: list[str] = field(default_factory=list)  # a command the worker runs under (profile: Nsight Compute's)
+
+    @classmethod
+    def of(cls, kind: str, config: dict, variant, mode: str, points: list[Point], classes: dict | None = None,
+           prepare: list[dict] = (), refused: dict | None = None) -> "Task":
+        """The task of `kind` for one variant and mode, from the validated config (`classes`: a build record's
+        tuned parameters per size class)."""
+        from gemmbench import plan
+
+        return cls(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]),
+                   device=variant.device, mode=mode, params=plan.params(config, variant),
+                   classes=size_classes(classes), cache_dir=str(cache_dir(config)), points=points,
+                   timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
+                   cache=config["cache"], prepare=list(prepare), refused=dict(refused or {}))
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -46,9 +60,25 @@ class Task:
     @classmethod
     def load(cls, path: Path) -> "Task":
         data = json.loads(Path(path).read_text())
-        return cls(**{**data, "points": [Point(**p) for p in data["points"]]})
+        return cls(**{**data, "points": [Point(**p) for p in data["points"]], "classes": size_classes(data["classes"])})
+
+
+def size_classes(classes: dict | None) -> dict[int, dict] | None:
+    """Tuned parameters by size class, the sizes as numbers (JSON, and the records, write them as strings)."""
+    return None if classes is None else {int(size): dict(params) for size, params in classes.items()}
+
+
+def cache_dir(config: dict) -> Path:
+    """Compiled kernels and device facts, shared by every job and process (results/cache unless configured)."""
+    return Path(config["cache_dir"]).resolve()
 
 
 def not_timed(check: dict) -> dict:
     """The row of a sweep point whose shape did not pass validation (`check`: that validation's row)."""
     return {"status": "skipped", "message": f"not benchmarked: validation {check['status']}: {check['message']}"}
+
+
+def pick(classes: dict, m: int, n: int, k: int):
+    """The class whose size is nearest (in log scale) to the cube root of the point's m·n·k."""
+    size = (m * n * k) ** (1 / 3)
+    return min(classes, key=lambda c: abs(math.log(int(c) / size)))

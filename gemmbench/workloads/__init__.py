@@ -7,14 +7,13 @@ the formulas work on ints and on pandas columns alike.
 """
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
 
+from gemmbench.plugins import Plugins
 from kernels.registry import OPERAND_DTYPE
 
 OUTPUT_BYTES = 4  # float32 in every mode
@@ -59,7 +58,8 @@ class Workload:
         return dict(zip(self.axes, values))
 
 
-WORKLOADS = {}  # name -> Workload: every module of this package defines one (WORKLOAD); others `register` theirs
+# name -> Workload: every module of this package defines one (WORKLOAD); others `register` theirs
+WORKLOADS = Plugins("is not registered", "a module named in variant_modules may register one")
 
 
 def register(workload: Workload) -> Workload:
@@ -68,21 +68,13 @@ def register(workload: Workload) -> Workload:
     unknown = set(workload.axes) - set(SHAPE_COLUMNS)
     if unknown:
         raise ValueError(f"workload {workload.name!r}: axes {sorted(unknown)} are not table columns {SHAPE_COLUMNS}")
-    WORKLOADS[workload.name] = workload
-    return workload
+    return WORKLOADS.register(workload)
 
 
-for _module in pkgutil.iter_modules(__path__):
-    register(importlib.import_module(f"{__name__}.{_module.name}").WORKLOAD)
+WORKLOADS.load_package(__name__, __path__, "WORKLOAD", register)
+get = WORKLOADS.get
 
 
 def shape_text(row) -> str:
     """A table row's shape, its workload's axes joined by ×."""
     return "×".join(str(getattr(row, axis)) for axis in get(row.workload).axes)
-
-
-def get(name: str) -> Workload:
-    if name not in WORKLOADS:
-        raise KeyError(f"workload {name!r} is not registered ({sorted(WORKLOADS)}; a module named in "
-                       f"variant_modules may register one)")
-    return WORKLOADS[name]

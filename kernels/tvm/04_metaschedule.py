@@ -40,7 +40,7 @@ CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block"
 
 def check(p: Mapping) -> str | None:
     if not p.get("trace") or not p.get("tuned_shape"):
-        return "no MetaSchedule record: the tune stage supplies one (tune.autotuner.trials > 0; see config/tuning/)"
+        return "no MetaSchedule record: the tune stage supplies one (tune.autotuner.trials > 0; see resources/tuning/)"
     return None
 
 

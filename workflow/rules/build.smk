@@ -11,7 +11,7 @@ rule build:
     resources:
         gpu=gpus_needed,
     params:
-        config=lambda w: stages.config_for(config, "build", f"{w.family}/{w.variant}", w.mode),
+        config=lambda w: config_for(config, "build", f"{w.family}/{w.variant}", w.mode),
         toolchain=provenance.toolchain(),  # a new compiler or library rebuilds, and so re-validates and re-measures
     script:
         "../scripts/build.py"

@@ -8,11 +8,13 @@ from snakemake.exceptions import WorkflowError
 # This workflow's gemmbench and kernels, here and in every job, run by this interpreter (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, first_on_path, logs, plan, stages, tune as tuning, workloads
+from gemmbench import config as gemmbench_config, first_on_path, logs, plan, workloads
 from gemmbench.config import ConfigError
 from gemmbench.measure import provenance
 from gemmbench.present import views
 from gemmbench.run import locks
+from gemmbench.stages.common import config_for
+from gemmbench.tuning import records
 from kernels.registry import MODES
 
 first_on_path(workflow.basedir)
@@ -30,7 +32,7 @@ try:
         raise ConfigError("device: auto cannot be resolved on a remote node; set device: cuda or cpu")
     DEVICE, DEVICE_REASON = plan.resolve_device(config["device"])
     VARIANTS = {v.key: v for v in plan.variants(config, DEVICE)}
-    GPU = plan.gpu_slug(config) if DEVICE == "cuda" else "cpu"  # names the tuning results
+    GPU = plan.gpu_model(config) if DEVICE == "cuda" else "cpu"  # names the tuning results
     config["compare_with"] = plan.reference(config, DEVICE, GPU)  # the report's reference run ("" for none)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
@@ -86,7 +88,7 @@ def variant_of(wildcards):
 def variant_sources(wildcards):
     """The files that determine the variant (its kernel, launch code and shared helpers): editing one re-runs its
     tune, build, validation and bench."""
-    return tuning.determining_files(variant_of(wildcards))
+    return records.determining_files(variant_of(wildcards))
 
 
 def tuning_result(wildcards):
@@ -135,11 +137,11 @@ def planned_on_gpu(pattern):
 def committed_tuning(wildcards):
     """The committed tuning result the tune stage reads for this GPU model, where there is one: committing a new one
     re-runs the tune job (and so everything after it)."""
-    path = tuning.committed_path(wildcards.gpu, variant_of(wildcards), wildcards.mode)
+    path = records.committed_path(wildcards.gpu, variant_of(wildcards), wildcards.mode)
     return [str(path)] if path.exists() else []
 
 
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
-    where = tuning.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, tuning.host_gpu())
+    where = records.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, records.host_gpu())
     return gpus_needed(wildcards) if where == "searched" else 0

@@ -15,7 +15,7 @@ rule measure:
     resources:
         gpu=gpus_needed,
     params:
-        config=lambda w: json.dumps(stages.config_for(config, "measure", f"{w.family}/{w.variant}", w.mode)),
+        config=lambda w: json.dumps(config_for(config, "measure", f"{w.family}/{w.variant}", w.mode)),
     shell:
         "python -m gemmbench.job measure --config {params.config:q} --log {log:q} "
         "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --build {input.build:q} "

@@ -13,7 +13,7 @@ rule profile_variant:
     resources:
         gpu=1,
     params:
-        config=lambda w: json.dumps(stages.config_for(config, "profile", f"{w.family}/{w.variant}", w.mode)),
+        config=lambda w: json.dumps(config_for(config, "profile", f"{w.family}/{w.variant}", w.mode)),
     shell:
         "python -m gemmbench.job profile --config {params.config:q} --log {log:q} "
         "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --build {input.build:q} "

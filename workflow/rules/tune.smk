@@ -11,7 +11,7 @@ rule tune:
     resources:
         gpu=tuning_gpus,
     params:
-        config=lambda w: stages.config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
         space=lambda w: variant_of(w).space,
     script:
         "../scripts/tune.py"

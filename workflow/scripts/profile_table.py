@@ -1,5 +1,5 @@
 from gemmbench import logs
-from gemmbench.present import tables
+from gemmbench.stages import aggregate
 
 logs.setup(snakemake.log[0])
-tables.write_profile(snakemake.input, snakemake.output.csv, snakemake.output.parquet)
+aggregate.profile_table(snakemake.input, snakemake.output.csv, snakemake.output.parquet)

@@ -3,10 +3,10 @@
 derived columns and its report sections. A workload registered outside the harness registers its view beside it."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
+
+from gemmbench.plugins import Plugins
 
 
 @dataclass(frozen=True)
@@ -20,23 +20,10 @@ class View:
     sections: Callable[[object, list], list[dict]] | None = None  # (summary, devices) -> its report tables
 
 
-VIEWS: dict[str, View] = {}
-
-
-def register(view: View) -> View:
-    VIEWS[view.name] = view
-    return view
-
-
-for _module in pkgutil.iter_modules(__path__):
-    register(importlib.import_module(f"{__name__}.{_module.name}").VIEW)
-
-
-def get(name: str) -> View:
-    if name not in VIEWS:
-        raise KeyError(f"workload {name!r} has no view ({sorted(VIEWS)}; the module that registers a workload "
-                       f"registers its view, gemmbench.present.views.register)")
-    return VIEWS[name]
+VIEWS = Plugins("has no view", "the module that registers a workload registers its view, "
+                                "gemmbench.present.views.register")
+register, get = VIEWS.register, VIEWS.get
+VIEWS.load_package(__name__, __path__, "VIEW")
 
 
 SHARED = ("ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error")  # drawn for any workload

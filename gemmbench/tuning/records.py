@@ -1,58 +1,39 @@
-"""The tune stage's logic: candidate parameter sets, size classes, and what makes a tuning result reusable.
+"""Committed tuning records: where they live, what keys them, and whether one stands for the code here.
 
-A tuning result maps size classes (representative square sizes) to the fastest validated parameter set found
-on one GPU. The build compiles one kernel per class; a point runs the kernel of the class nearest its size.
+A record maps size classes (representative square sizes) to the fastest validated parameter set found on one GPU
+model, with the trials that found it (tuning/search.py). It stands while the code it timed stands (codekey.py: the
+code as its compilers read it), with the same search space, settings, measuring method and compilers; a record of
+another model of the same architecture and SM count, or of other compilers, is taken where none stands, labelled as
+transferred. Records are results: they live under resources/tuning/<gpu>/<family>/<variant>/<mode>.json.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
-import itertools
 import json
-import math
-import random
-import re
 import sys
 import types
 from pathlib import Path
 
-from gemmbench import ROOT, codekey
-from gemmbench.files import write_json
+from gemmbench import ROOT
+from gemmbench.files import digest, write_json
 from gemmbench.measure import provenance
-from gemmbench.measure import timing as timed
+from gemmbench.tuning import codekey
 from kernels import registry
 
-COMMITTED = ROOT / "config" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
+COMMITTED = ROOT / "resources" / "tuning"  # results for GPUs we have run on, like TVM's TopHub
+
 # The toolchain entries that turn a kernel's source into machine code (provenance.toolchain's names): a tuning
 # result holds for the compilers it was searched with (NVRTC 13.0 and 13.1 make different SASS of one source).
 # A variant that declares none (Variant.compilers) is keyed on all the families' compilers.
 COMPILERS = tuple(dict.fromkeys((*registry.NVRTC, *registry.NUMBA, *registry.TVM)))
-# Trial outcomes that another sitting would repeat (a timeout or an error may have been the sitting's: timed again)
-SETTLED = ("ok", "rejected", "failed")
-
-
-def gpu_slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
-
-
-def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int) -> list[dict]:
-    """The defaults, then up to trials - 1 others drawn (seeded) from every valid point of the variant's space."""
-    names = list(variant.space)
-    valid = []
-    for combo in itertools.product(*variant.space.values()):
-        params = {**defaults, **dict(zip(names, combo))}
-        if params != defaults and variant.check_params(params) is None:
-            valid.append(params)
-    random.Random(seed).shuffle(valid)
-    return [dict(defaults), *valid[: max(0, trials - 1)]]
 
 
 def settings(tune: dict, variant: registry.Variant) -> dict:
     """The tune settings a variant's result depends on: the generic search's, or those of the autotuner (a
     variant's own search, such as MetaSchedule's, with its own trial budget and size classes), and the timing of
-    each trial (which decides what `fastest` means)."""
+    each trial (which decides what `fastest` means). The record names its size classes `sizes`."""
     own = tune["autotuner"] if variant.tuner else tune
-    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["sizes"], "timing": tune["timing"]}
+    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["size_classes"], "timing": tune["timing"]}
 
 
 def determining_files(variant: registry.Variant) -> list[str]:
@@ -93,15 +74,15 @@ def key(variant: registry.Variant, mode: str, settings: dict, with_compilers: di
     """What a tuning result depends on: the variant's code as its compilers see it (codekey: comments, docstrings,
     layout and other rungs' declarations left out), the search space, the tune settings with the trial timing
     (`settings`), the measuring method and the variant's compilers (from `with_compilers`; default: this host's)."""
-    return digest({"code": codekey.digest(variant), "variant": variant.key, "mode": mode, "space": variant.space,
+    return digest({"code": codekey.code_digest(variant), "variant": variant.key, "mode": mode, "space": variant.space,
                    "settings": settings, "method": METHOD,
                    "compilers": relevant(variant, provenance.toolchain() if with_compilers is None
                                          else with_compilers)})
 
 
-def digest(data) -> str:
-    """A short content hash of plain JSON data."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def shown(path: Path) -> str:
+    """A record's path as rows and logs name it: from the project's root (resources/tuning/...)."""
+    return str(path.relative_to(COMMITTED.parent.parent))
 
 
 def committed_path(gpu: str, variant: registry.Variant, mode: str) -> Path:
@@ -130,7 +111,7 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
         ran = json.loads(path.read_text())
         if variant.tuner and not tune["autotuner"]["trials"]:
             record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
-        elif not variant.tuner and _covers(ran["settings"], wanted):
+        elif not variant.tuner and covers(ran["settings"], wanted):
             record = reusable(path, key(variant, mode, ran["settings"], with_compilers))
     return path, record
 
@@ -198,7 +179,7 @@ def migrate(root: Path = COMMITTED) -> list[str]:
     return said
 
 
-GPU_FACTS = "gpu.json"  # config/tuning/<gpu>/gpu.json: the model's compute capability and SM count
+GPU_FACTS = "gpu.json"  # resources/tuning/<gpu>/gpu.json: the model's compute capability and SM count
 
 
 def origin(tune: dict, variant: registry.Variant, mode: str, gpu: str, facts: dict | None) -> str:
@@ -209,27 +190,6 @@ def origin(tune: dict, variant: registry.Variant, mode: str, gpu: str, facts: di
     if tune["transfer"] and transferred(tune, variant, mode, gpu, facts):
         return "transferred"
     return "searched"
-
-
-def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
-    """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
-    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
-    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
-    timing = tune["timing"]
-    for path in sorted(COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
-        trials = json.loads(path.read_text()).get("trials")
-        if not trials:
-            continue
-        seconds = 0.0
-        for trial in trials:
-            m = trial.get("median_s") or 0.0
-            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
-                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
-            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
-            # compile, validation (two launches), warm-up, sampling and the audit that can match it
-            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, timed.AUDIT_MAX_S)
-        return seconds, path.parts[-4]
-    return None
 
 
 @functools.cache
@@ -250,7 +210,7 @@ def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
                 facts: dict | None) -> tuple[Path, dict, str] | None:
     """A committed record to use, labelled as transferred, where none stands for this host (`committed`): this GPU
     model's, searched with other compilers, else one of another model with the same architecture and SM count
-    (`facts`: this GPU's; config/tuning/<model>/gpu.json, theirs). Either way its code is the variant's (the key,
+    (`facts`: this GPU's; resources/tuning/<model>/gpu.json, theirs). Either way its code is the variant's (the key,
     with the record's own settings and compilers, stands) and its search covers the configured one. Returns the
     record's path, the record and why it is transferred."""
     wanted = settings(tune, variant)
@@ -263,7 +223,7 @@ def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
         ran = json.loads(path.read_text())
         if key(variant, mode, ran["settings"], ran.get("compilers", {})) != ran.get("key"):
             continue
-        if not variant.tuner and not _covers(ran["settings"], wanted):
+        if not variant.tuner and not covers(ran["settings"], wanted):
             continue
         ran_with, here = relevant(variant, ran.get("compilers", {})), compilers(variant)
         why = [f"tuned on {model}, of the same architecture and SM count"] if model != gpu else []
@@ -282,38 +242,5 @@ def _same_kind(folder: Path, facts: dict | None) -> bool:
     return all(theirs.get(name) == facts[name] for name in ("compute_capability", "sm_count"))
 
 
-def _covers(ran: dict, wanted: dict) -> bool:
+def covers(ran: dict, wanted: dict) -> bool:
     return ran["trials"] >= wanted["trials"] and {**ran, "trials": wanted["trials"]} == wanted
-
-
-def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> dict:
-    """The trials of a committed search that a deeper one (more trials, the same seed and sizes, sources and
-    compilers) can keep instead of timing them again, by (size, parameters): a long search spread over sittings."""
-    path = committed_path(gpu, variant, mode)
-    if variant.tuner or not path.exists():
-        return {}
-    ran = json.loads(path.read_text())
-    if not _covers(settings(tune, variant), ran["settings"]) or not reusable(path, key(variant, mode, ran["settings"])):
-        return {}
-    return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
-
-
-def trial_id(size: int, params: dict) -> str:
-    return json.dumps([size, params], sort_keys=True)
-
-
-def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
-    """The fastest validated candidate at each class size."""
-    classes = {}
-    for size in sizes:
-        ok = [r for r in rows if r["size"] == size and r["status"] == "ok"]
-        if ok:
-            best = min(ok, key=lambda r: r["median_s"])
-            classes[str(size)] = {"params": best["params"], "median_s": best["median_s"], "tflops": best["tflops"]}
-    return classes
-
-
-def pick(classes: dict, m: int, n: int, k: int):
-    """The class whose size is nearest (in log scale) to the cube root of the point's m·n·k."""
-    size = (m * n * k) ** (1 / 3)
-    return min(classes, key=lambda c: abs(math.log(int(c) / size)))

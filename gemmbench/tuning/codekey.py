@@ -217,7 +217,7 @@ def canonical(variant: registry.Variant) -> str:
 _digests: dict[int, tuple] = {}  # id(variant) -> (variant, its files' bytes, digest)
 
 
-def digest(variant: registry.Variant) -> str:
+def code_digest(variant: registry.Variant) -> str:
     """The digest of the variant's canonical code, computed once per variant object and content of the files it
     names (planning asks for it per record and per job)."""
     files = tuple(Path(f).read_bytes() for f in variant.source_files)

@@ -1,0 +1,355 @@
+"""What the report says, computed from the tables: the answer at a glance, the best of each family, the ladders,
+the comparison with a reference run, the validation matrix, the builds and profile sections."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from gemmbench.present import tables
+from gemmbench.present.axes import flagged, readable, throttled
+from gemmbench.present.formatting import COMPILERS, data_uri, library_version, short
+from gemmbench.present.plots import baseline_first, ladder_rows, several_models
+from gemmbench.workloads import SHAPE_COLUMNS, shape_text
+
+# The counters the profile section lists per rung: (column, header, format); "·" where the launch has none
+PROFILE_COLUMNS = [
+    ("duration_s", "ms", lambda v: f"{1e3 * v:.3g}"), ("registers", "registers", "{:.0f}".format),
+    ("achieved_occupancy_pct", "occupancy %", "{:.0f}".format), ("ipc", "IPC", "{:.2f}".format),
+    ("sm_throughput_pct", "SM %", "{:.0f}".format), ("memory_throughput_pct", "memory %", "{:.0f}".format),
+    ("fma_pipe_instructions", "FMA-pipe inst", readable), ("hmma_instructions", "HMMA", readable),
+    ("gmma_instructions", "HGMMA", readable), ("lds_bytes_per_instruction", "LDS B/inst", "{:.0f}".format),
+    ("bank_conflicts_ld", "bank conflicts", readable), ("dram_read_bytes", "DRAM read MB", lambda v: readable(v / 1e6)),
+    ("l2_hit_pct", "L2 hit %", "{:.0f}".format),
+]
+
+# what "against the rung before" names: counters that moved by more than a fifth, in this order
+CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_instruction", "bank_conflicts_ld",
+           "fma_pipe_instructions", "hmma_instructions", "gmma_instructions", "dram_read_bytes", "l2_hit_pct"]
+
+
+def profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
+    """Per GPU, family, mode and profiled size: each rung's counters beside its TFLOP/s, what changed against the
+    rung before it, the top stall; the stall figure; and the shapes without counters, by reason."""
+    from gemmbench.present.plots import profile_stalls, save
+
+    profile = profile.copy()
+    ok = profile[profile["status"] == "ok"]
+    speed = summary[summary["status"] == "ok"].set_index(["gpu", "family", "variant", "mode", *SHAPE_COLUMNS])["tflops"]
+    tables = []
+    groups = sorted(ok.groupby(["gpu", "workload", "family", "mode", "size"]), key=lambda g: (g[0][1] != "gemm", g[0]))
+    for (gpu, workload, family, mode, size), rows in groups:
+        lines, before = [], None
+        shapes = rows.assign(shape=[shape_text(r) for r in rows.itertuples()])
+        several = shapes["shape"].nunique() > 1  # b2b: every grid shape at that m, each named
+        for r in shapes.sort_values(["variant", "shape", "kernel"], kind="stable").itertuples():
+            key = (gpu, family, r.variant, mode, *(getattr(r, c) for c in SHAPE_COLUMNS))
+            tflops = speed.get(key) if key in speed.index else None
+            cells = [profile_cell(getattr(r, column, None), show) for column, _, show in PROFILE_COLUMNS]
+            share = getattr(r, f"stall_{r.top_stall}", None) if isinstance(r.top_stall, str) else None
+            lines.append({"variant": f"{r.variant} {r.shape}" if several else r.variant, "kernel": str(r.kernel)[:60],
+                          "tflops": "" if tflops is None or pd.isna(tflops) else readable(tflops), "cells": cells,
+                          "stall": f"{r.top_stall} ({100 * share:.0f}%)" if share is not None else "",
+                          "changed": changed(before, r) if before is not None and before.variant != r.variant
+                          and not several else ""})
+            before = r
+        tables.append({"title": f"{family} · {gpu} · {mode} · {workload} at {size}", "rows": lines})
+    with tempfile.TemporaryDirectory(prefix="gemmbench-profile-") as figure_dir:
+        uri = data_uri(save(profile_stalls(profile), Path(figure_dir) / "profile_stalls"), "image/png")
+    return {"headers": [header for _, header, _ in PROFILE_COLUMNS], "tables": tables, "figure": uri,
+            "skipped": skipped(profile, lambda r: f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"),
+            "failed": [f"{r.family}/{r.variant} {r.mode} {shape_text(r)}: {r.message}"
+                       for r in profile[~profile["status"].isin(["ok", "skipped"])].itertuples()]}
+
+
+def profile_cell(value, show) -> str:
+    value = pd.to_numeric(value, errors="coerce")
+    return "·" if value is None or pd.isna(value) else show(float(value))
+
+
+def changed(before, now) -> str:
+    """The counters that moved by more than a fifth from the rung before to this one, as 'name a → b'."""
+    words = []
+    for column in CHANGED:
+        a, b = (pd.to_numeric(getattr(r, column, None), errors="coerce") for r in (before, now))
+        if pd.isna(a) or pd.isna(b) or max(abs(a), abs(b)) == 0 or abs(b - a) <= 0.2 * max(abs(a), abs(b)):
+            continue
+        header, show = next((h, f) for c, h, f in PROFILE_COLUMNS if c == column)
+        words.append(f"{header} {show(float(a))} → {show(float(b))}")
+    if before.top_stall != now.top_stall and isinstance(now.top_stall, str):
+        words.append(f"top stall {before.top_stall} → {now.top_stall}")
+    return "; ".join(words[:4])
+
+
+def readable_builds(builds: pd.DataFrame) -> pd.DataFrame:
+    """Build records for reading: per-class facts (kept in builds.csv) left out, parameters as short strings."""
+    return builds.drop(columns=[c for c in ("classes", "git_dirty") if c in builds]).apply(
+        lambda column: column.map(short) if not pd.api.types.is_numeric_dtype(column) else column)
+
+
+# The build facts a reader compares along a ladder, as (column, header); a family that does not report one leaves it
+# empty, and a column no build has is left out.
+BUILD_FACTS = [("registers", "registers"), ("local_bytes", "spills (local bytes)"), ("shared_bytes", "shared bytes"),
+               ("threads", "threads"), ("sass_ffma", "FFMA"), ("sass_hmma", "HMMA"), ("sass_hgmma", "HGMMA"),
+               ("sass_lds128", "LDS.128"), ("sass_lds64", "LDS.64"), ("sass_lds32", "LDS.32"),
+               ("sass_hot_loop_ffma_share", "FFMA share of hot loop"), ("compile_s", "compile (s)")]
+
+
+def build_summary(builds: pd.DataFrame) -> pd.DataFrame:
+    """One line per build with the facts of BUILD_FACTS, named "family/variant mode"."""
+    if builds.empty:
+        return pd.DataFrame()
+    facts = [(column, header) for column, header in BUILD_FACTS if column in builds and builds[column].notna().any()]
+    table = pd.DataFrame({"build": builds["family"] + "/" + builds["variant"] + " " + builds["mode"],
+                          "status": builds["status"]})
+    for column, header in facts:
+        values = pd.to_numeric(builds[column], errors="coerce")
+        table[header] = values.round(2) if column.endswith(("_s", "_share")) else values
+    return table.sort_values("build").reset_index(drop=True)
+
+
+def skipped(frame: pd.DataFrame, label) -> list[dict]:
+    """The skipped rows of `frame` grouped by their reason, each named once by `label(row)`."""
+    skipped = frame[frame["status"] == "skipped"]
+    return [{"reason": reason, "where": ", ".join(dict.fromkeys(label(r) for r in group.itertuples()))}
+            for reason, group in skipped.groupby("message", sort=True)]
+
+
+NOISY = 0.05  # a point whose samples spread more than 5% is marked noisy (CPU timings, mostly)
+
+
+def spread(r) -> str:
+    """How much a point's launches vary, as nvbench reports it (noise: the samples' relative standard deviation),
+    with marks on thin, unconverged and noisy points. The median's confidence interval, far narrower, is a sampling
+    detail left to the methodology and the tables."""
+    noise = pd.to_numeric(getattr(r, "noise", None), errors="coerce")
+    if pd.isna(noise):
+        return ""
+    marks = [f"noise {100 * noise:.2g}%"]
+    converged = getattr(r, "converged", None)
+    if flagged(getattr(r, "thin_median", None)):
+        marks.append("thin median (budget cut it short)")
+    elif converged is not None and not pd.isna(converged) and not converged:
+        marks.append("precision target not met")
+    if noise > NOISY:
+        marks.append("noisy")
+    return " · ".join(marks)
+
+
+HEADLINE_SIZE = 8192  # the size the answer names, when the sweep has it (else its largest)
+
+
+def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
+    """Per GPU model (or CPU), mode and cache: one generated paragraph and the best variant of each family at the
+    headline size, with TFLOP/s, % of cuBLAS and % of the mode's peak."""
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
+    blocks = []
+    if ok.empty:
+        return blocks
+    ok = ok.assign(on_cpu=ok["device"] != "cuda").sort_values(["on_cpu", "gpu", "mode", "cache"])
+    for (_, gpu, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode", "cache"], sort=False):
+        sizes = sorted(group["m"].astype(int).unique())
+        size = HEADLINE_SIZE if HEADLINE_SIZE in sizes else sizes[-1]
+        at = group[group["m"] == size]
+        best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
+        rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
+                 "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
+                 "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
+                 "spread": spread(r), "throttled": throttled(r)} for r in best.itertuples()]
+        blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
+                       "text": answer(best, mode, size), "rows": rows})
+    return blocks
+
+
+def at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:
+    """For workloads measured against a baseline over many shapes (those with speedup columns, b2b): per GPU, mode
+    and cache, each variant's best speedup over the baseline and how many shapes it wins."""
+    ok = summary[summary["status"] == "ok"].dropna(subset=["speedup_vs_baseline"])
+    blocks = []
+    for (gpu, mode, cache), group in ok.groupby(["gpu", "mode", "cache"], sort=True):
+        rows = []
+        for (family, variant), points in group.groupby(["family", "variant"]):
+            best = points.loc[points["speedup_vs_baseline"].idxmax()]
+            rows.append({"variant": f"{family}/{variant}",
+                         "best": f"{best.speedup_vs_baseline:.2f}× at {shape_text(best)}",
+                         "wins": f"{int((points['speedup_vs_baseline'] > 1).sum())} of {len(points)}",
+                         "speedup": best.speedup_vs_baseline})
+        rows.sort(key=lambda r: -r["speedup"])
+        top = next((r for r in rows if r["speedup"] != 1.0), rows[0])
+        blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "rows": rows,
+                       "text": f"Against the baseline (speedup 1.00×), the best of this run is {top['variant']}: "
+                               f"{top['best']}, faster at {top['wins']} shapes."})
+    return blocks
+
+
+def side_by_side(summary: pd.DataFrame) -> list[dict]:
+    """With several GPU models in one summary: per mode and cache, each family's best at the largest size every
+    model ran, one column per model (TFLOP/s · % of that model's cuBLAS)."""
+    if "device" not in summary:  # an empty summary
+        return []
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm") & (summary["device"] == "cuda")]
+    ok = ok.dropna(subset=["tflops"])
+    if ok["gpu"].nunique() < 2:
+        return []
+    tables = []
+    for (mode, cache), group in ok.groupby(["mode", "cache"], sort=True):
+        models = sorted(group["gpu"].unique())
+        common = set.intersection(*(set(g["m"].astype(int)) for _, g in group.groupby("gpu")))
+        if not common:
+            continue
+        size = HEADLINE_SIZE if HEADLINE_SIZE in common else max(common)
+        at = group[group["m"] == size]
+        best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
+        rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
+            "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%")
+            + (f" ⚠ throttled ({throttled(r)})" if throttled(r) else "") for r in rows.itertuples()}}
+            for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
+        tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
+    return tables
+
+
+def comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
+    """This run against a reference run (`name`, its summary): where the reference came from (GPU, commit,
+    toolchain), the points both measured, the run-to-run band (the median |difference|), and each point that moved
+    beyond its noise: more than max(2%, 3 × the band, 3 × the two runs' combined noise at that point)."""
+
+    both = tables.compare(other, summary, min_size=0)
+    source = reference_source(other)
+    if both.empty:
+        return {"name": name, "source": source, "rows": [],
+                "text": "The two runs have no successfully measured point in common."}
+    band = float(both["diff_pct"].abs().median())
+    noise = 100 * pd.concat([pd.to_numeric(both.get(f"noise_{side}"), errors="coerce")
+                             for side in "ab"], axis=1).pow(2).sum(axis=1, min_count=1).pow(0.5)
+    limit = noise.mul(3).fillna(0).clip(lower=max(3 * band, 2.0))
+    beyond = both.assign(limit=limit)[both["diff_pct"].abs() > limit].sort_values("diff_pct")
+    faster, slower = int((beyond["diff_pct"] < 0).sum()), int((beyond["diff_pct"] > 0).sum())
+    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the run-to-run band), largest "
+            f"{both['diff_pct'].abs().max():.2f}%. Beyond their noise (at least {max(3 * band, 2.0):.2g}%): "
+            f"{faster} faster and {slower} slower in this run.")
+    rows = [{"point": f"{r.family}/{r.variant} {r.mode} {shape_text(r)} · {r.gpu}",
+             "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",
+             "diff": f"{r.diff_pct:+.1f}%", "limit": f"±{r.limit:.2g}%",
+             "throttled": " / ".join(w for w, flag in (("before", r.throttled_a), ("now", r.throttled_b))
+                                     if flagged(flag))} for r in beyond.itertuples()]
+    return {"name": name, "source": source, "text": text, "rows": rows}
+
+
+def reference_source(other: pd.DataFrame) -> str:
+    """Which GPU, commit and compilers a reference summary came from, from its own rows (its GPU rows, where it has
+    any)."""
+    if "device" in other and other["device"].eq("cuda").any():
+        other = other[other["device"] == "cuda"]
+
+    def values(column, width=None):
+        found = other[column].dropna().astype(str) if column in other else pd.Series(dtype=str)
+        return ", ".join(sorted({v[:width] if width else v for v in found})) or "?"
+    toolchains = other["toolchain"].dropna() if "toolchain" in other else pd.Series(dtype=str)
+    versions = dict(item.split("=", 1) for item in (toolchains.iloc[0].split() if len(toolchains) else [])
+                    if "=" in item)
+    if str(versions.get("cublas", "")).isdigit():
+        versions["cublas"] = library_version(versions["cublas"])
+    compilers = ", ".join(f"{name} {versions[key]}" for key, name in COMPILERS.items() if versions.get(key))
+    return (f"{values('gpu')} ({values('gpu_uuid', 12)}), driver {values('driver')}, commit "
+            f"{values('git_commit', 7)}" + (f"; {compilers}" if compilers else ""))
+
+
+def answer(best: pd.DataFrame, mode: str, size: int) -> str:
+    """The paragraph on top: the baseline's share of the peak, then how close each family's best comes to it."""
+    words = []
+    baseline = best[best["role"] == "baseline"]
+    for r in baseline.itertuples():
+        peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak "
+                                                  f"({readable(r.peak_tflops)} TFLOP/s at the max SM clock)")
+        words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {readable(r.tflops)} "
+                     f"TFLOP/s{peak}.")
+    others = best[(best["role"] != "baseline") & best["pct_of_baseline"].notna()]
+    if not baseline.empty and not others.empty:
+        top = others.sort_values("pct_of_baseline", ascending=False).iloc[0]
+        words.append(f"The closest other family is {top.family}: {top.family}/{top.variant} at "
+                     f"{top.pct_of_baseline:.0f}% of the baseline.")
+        rest = others[others["family"] != top.family].sort_values("pct_of_baseline", ascending=False)
+        if not rest.empty:
+            words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_baseline:.0f}%"
+                                             for r in rest.itertuples()) + ".")
+    elif baseline.empty:  # a CPU: compared with its host's cuBLAS, if that ran
+        words.append(f"At {size}×{size}×{size}: " + "; ".join(
+            f"{r.family}/{r.variant} {readable(r.tflops)} TFLOP/s" + ("" if pd.isna(r.pct_of_baseline) else
+                                                                f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
+            for r in best.itertuples()) + ".")
+    return " ".join(words)
+
+
+def window_clock(r) -> str:
+    """The SM clock over the sampling window (its mean; NVML read every 10 ms), not the snapshot before it; that
+    snapshot only where the window has none (an older table)."""
+    for name in ("sm_clock_mean_mhz", "sm_clock_mhz"):
+        value = pd.to_numeric(getattr(r, name, None), errors="coerce")
+        if not pd.isna(value):
+            return f"{value:.0f}"
+    return ""
+
+
+def best_per_family(summary: pd.DataFrame) -> list[dict]:
+    """Per (gpu, mode, cache): rows = shapes, one cell per family with its fastest variant."""
+    ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
+    if ok.empty:
+        return []
+    best = ok.loc[ok.groupby(["gpu", "mode", "cache", "family", "m", "n", "k"])["tflops"].idxmax()]
+    tables = []
+    for (gpu, mode, cache), group in best.groupby(["gpu", "mode", "cache"], sort=True):
+        families = baseline_first(group)
+        rows = []
+        for (m, n, k), shape in group.groupby(["m", "n", "k"]):
+            cells = {r.family: {"variant": r.variant, "tflops": format(r.tflops),
+                                "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
+                                "clock": window_clock(r),
+                                "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
+                                "spread": spread(r),
+                                "throttled": throttled(r)}
+                     for r in shape.itertuples()}
+            rows.append({"size": f"{m}×{n}×{k}", "volume": m * n * k, "cells": cells})
+        tables.append({"title": f"{gpu} · {mode} · {cache} cache", "families": families,
+                       "rows": sorted(rows, key=lambda r: r["volume"])})
+    return tables
+
+
+def ladders(summary: pd.DataFrame) -> list[dict]:
+    """Per (gpu, family, mode): rows = variants in ladder order, columns = sweep sizes, TFLOP/s and % of cuBLAS."""
+
+    rows = ladder_rows(summary[summary["status"] == "ok"].dropna(subset=["tflops"]))
+    tables = []
+    for (gpu, family, mode, cache), group in rows.groupby(["gpu", "family", "mode", "cache"], sort=True):
+        sizes = sorted(group["m"].astype(int).unique())
+        table = {}
+        for r in group.sort_values("variant").itertuples():
+            table.setdefault(r.variant, {})[int(r.m)] = {"tflops": format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}",
+                                                         "throttled": throttled(r)}
+        tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
+                       "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
+    return tables
+
+
+VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name
+
+
+def validation_matrix(validation: pd.DataFrame) -> dict:
+    """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
+
+    if validation.empty:
+        return {"columns": [], "rows": [], "problems": [], "skipped": []}
+    validation = validation.assign(named=several_models(validation))
+    ordered = validation.sort_values(["shape_kind", *SHAPE_COLUMNS], key=lambda c: c.map(
+        {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
+    columns = list(dict.fromkeys((shape_text(r), r.shape_kind) for r in ordered.itertuples()))
+    rows, problems = {}, []
+    for r in validation.sort_values(["family", "variant", "mode"]).itertuples():
+        label = f"{r.family}/{r.variant} {r.mode}" + (f" · {r.gpu}" if r.named and pd.notna(r.gpu) else "")
+        cell = {"status": r.status, "label": VALIDATION_LABELS.get(r.status, r.status),
+                "message": format(r.message), "rel_error": format(r.rel_error)}
+        rows.setdefault(label, {})[shape_text(r)] = cell
+        if r.status not in ("ok", "skipped"):
+            problems.append({"where": f"{label} @ {shape_text(r)} ({r.shape_kind})", **cell})
+    return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
+            "problems": problems, "skipped": skipped(validation, lambda r: f"{r.family}/{r.variant} {r.mode}")}

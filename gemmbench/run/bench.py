@@ -1,0 +1,136 @@
+"""A timed point: warm-up, samples of the device time per call, each accounted for (measure/ledger.py), the audit
+after them, and every reported time gated by what the device can do."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from gemmbench.measure import checking, guard, timing
+from gemmbench.measure.ledger import Ledger
+from gemmbench.run.operands import compare, operands_of, reference
+from gemmbench.run.task import Point, Task
+
+
+def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
+    """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: fresh inputs and a
+    poisoned output before every sample, Freivalds' test after it, drawn samples compared in full with the fp64
+    reference of their inputs; the process watched for hooks and threads meanwhile), and every reported time gated by
+    what the device can do (`device`: its facts). A failure means the timed region did not hold the work (a kernel
+    that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
+    or for another stream)."""
+    params, built = chosen
+    operands, out, buffer, workload = operands_of(variant, backend, point, task.mode)
+    k = workload.reduction(point.sizes)
+    ledger = Ledger(backend, operands, out, buffer, point.seed)
+    run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
+    run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
+    start = time.perf_counter()
+    ledger.before()
+    host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], timing.LOAD.begin)
+    outside = backend.runs_outside_stream(run, ledger.out)
+    if outside:
+        return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
+                "params": json.dumps(params)}
+    settle_s = timing.settle(backend, run)
+    before = backend.telemetry()
+    sampling = time.perf_counter()
+
+    def batches(launches):
+        launches = ledger.batch(launches)
+        return launches, ledger.batch_run(run_on), ledger.before_batch, ledger.after_batch
+
+    with backend.watch() as window:
+        ledger.guard = guard.Guard()  # the watch's own thread runs already
+        sampler = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after)
+        launches, batched = timing.sample_batched(backend, sampler.summary()["median_s"], task.timing, task.cache,
+                                                  batches)
+        sampled_s = time.perf_counter() - sampling
+        checking_start = time.perf_counter()
+        audited = _audit(backend, run, ledger, sampled_s)
+    after, clocks = backend.telemetry(), window.summary()
+    timing.LOAD.end()
+    summary = sampler.summary()
+    problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
+    host_median_s = float(np.median(host_s[1:] or host_s))
+    if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
+        problem = _host_disagrees(summary["median_s"], host_median_s)
+    times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
+    if batched:
+        times.update(batched_median_s=batched.summary()["median_s"], batched_min_s=min(batched.device_s))
+    refused, gate = checking.gate(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode), times,
+                                  device or {}, task.mode, task.cache)
+    if not problem and refused:
+        problem = f"timing refused: {refused}"
+    slowdown = sorted(set(before.get("slowdown", [])) | set(clocks.pop("slowdown", []))
+                      | set(after.get("slowdown", [])))
+    clock_drop = bool(before and clocks["sm_clock_min_mhz"] < 0.95 * before["sm_clock_mhz"])
+    return {
+        "status": "ok",
+        "message": f"{summary['samples']} samples, median ±{summary['median_ci_rel']:.2%}"
+                   + ("" if summary["converged"] else
+                      f", precision target not met (stopped by {summary['stopped_by']})")
+                   + (", fewer than min_samples" if summary["thin_median"] else ""),
+        **summary, **({"status": "failed", "message": problem} if problem else {}),
+        "timing_gate": gate,
+        "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
+        "temperature_c": before.get("temperature_c"), "temperature_c_after": after.get("temperature_c"),
+        "power_w": before.get("power_w"), "power_w_after": after.get("power_w"), **clocks,
+        "throttled": bool(slowdown) or clock_drop,
+        "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
+        # the launches before the first timed one (one-time costs) tell nothing about a call's host time
+        "host_median_s": host_median_s, "warmup_runs": len(host_s),
+        "measure_s": time.perf_counter() - start,  # warm-up, sampling and the checks of what was timed
+        "settle_s": settle_s,
+        # wall time of sampling beyond the samples' own device time (fresh inputs, poisoning, Freivalds' tests), and
+        # of the checks after it: what accounting for every sample costs
+        "sampling_overhead_s": sampled_s - sum(sampler.device_s) - (sum(batched.device_s) * launches if batched else 0),
+        "check_s": time.perf_counter() - checking_start, "audit_launches": audited,
+        "checked_launches": ledger.launches,
+        "batch_launches": launches, "batched_median_s": times.get("batched_median_s"),
+        "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
+        "warmup_host_s": host_s, "params": json.dumps(params),
+    }
+
+
+HOST_SAMPLES_FOR_AGREEMENT = 3  # warm-up launches (besides the first) a CPU point needs before its host time is read
+
+HOST_DISAGREEMENT = 3.0  # on a CPU, device and host time of one call are one clock: this far apart, work moved
+
+
+def _host_disagrees(device_median_s: float, host_median_s: float) -> str | None:
+    """On a CPU, the timed region and a call timed from the host (its warm-up) measure the same thing; a device median
+    far below the host's means the samples' work ran outside their timed region."""
+    if device_median_s * HOST_DISAGREEMENT < host_median_s:
+        return (f"the timed median ({device_median_s * 1e3:.3g} ms) is {host_median_s / device_median_s:.3g} times "
+                f"below the host's time of a call ({host_median_s * 1e3:.3g} ms, its warm-up): on a CPU the two are "
+                f"one clock, so work ran outside the timed region")
+    return None
+
+
+def _audit(backend, run, ledger: Ledger, sampled_s: float) -> int:
+    """Launches through the samples' own timed path, each accounted for as a sample is (their times are not kept),
+    until the point has AUDIT_LAUNCHES checked launches in a row, for at most AUDIT_MAX_S (measure/timing.py) and no
+    longer than its sampling took: a fault that fires once in a few dozen launches shows where a short timing (the
+    tune stage's) met its precision in a few samples. Returns how many ran."""
+    deadline, ran = time.perf_counter() + min(sampled_s, timing.AUDIT_MAX_S), 0
+    while ledger.launches < timing.AUDIT_LAUNCHES and time.perf_counter() < deadline:
+        ledger.before()
+        backend.device_time(run)
+        ledger.after()
+        ran += 1
+    return ran
+
+
+def _held_problem(ledger: Ledger, workload, backend, mode: str, k: int) -> str | None:
+    """Why a drawn sample's output, compared in full with the fp64 reference of its own inputs, is not their
+    product (or its buffers were written outside), or None."""
+    for what, inputs, out in ledger.held_outputs():  # copies: their guard bands are the buffers', checked below
+        checked, why, _ = compare(reference(workload, backend, inputs), backend, out, None, mode, k)
+        if checked != "ok":
+            return f"the timed launches' output, {what}: {why}"
+    outside = sum(backend.outside_writes(b) for b in ledger.buffers())
+    if outside:
+        return f"the timed launches wrote {outside} elements outside their outputs (the guard bands)"
+    return None

@@ -1,0 +1,48 @@
+"""The tune stage: per variant, mode and GPU model, the fastest validated parameters per size class: a committed
+record that stands for this code is reused, one that stands but was searched elsewhere is transferred (labelled),
+and otherwise the space is searched here (tuning/search.py)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from gemmbench.files import write_json
+from gemmbench.stages.common import variant_of
+from gemmbench.tuning import records, search
+
+log = logging.getLogger("gemmbench")
+
+
+def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
+    """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
+    when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
+    variant = variant_of(config, key)
+    settings = records.settings(config["tune"], variant)
+    expected = records.key(variant, mode, settings)
+    committed, record = records.committed(config["tune"], variant, mode, gpu)
+    if record:
+        reused_from = records.shown(committed)
+        log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
+        # a search of its own, without a budget to search again
+        if records.relevant(variant, record.get("compilers", {})) != records.compilers(variant):
+            log.warning("%s %s: %s was tuned with %s; this host compiles with %s", key, mode, reused_from,
+                        record.get("compilers"), records.compilers(variant))
+        write_json(out, {**record, "reused_from": reused_from})
+        return record
+    facts = records.host_gpu()
+    found = records.transferred(config["tune"], variant, mode, gpu, facts) if config["tune"]["transfer"] else None
+    if found:
+        path, record, why = found
+        source = records.shown(path)
+        log.warning("%s %s: no committed tuning result for this GPU and toolchain; using %s, transferred: %s "
+                    "(tune.transfer=false searches instead)", key, mode, source, why)
+        write_json(out, {**record, "reused_from": source, "transferred": why})
+        return record
+    if facts:  # what another GPU model's run needs to know to take these records (tune.transferred)
+        write_json(Path(out).parents[2] / records.GPU_FACTS, facts)
+    if variant.tuner:
+        record = search.own_search(config, variant, mode, gpu, settings, expected, committed, out)
+    else:
+        record = search.search(config, variant, mode, gpu, settings, expected, committed)
+    write_json(out, record)
+    return record

@@ -1,0 +1,211 @@
+"""The tune stage's search: candidate parameter sets, trials at each size class, the fastest validated one per class,
+and which class serves a point. A variant with a search of its own (MetaSchedule) proposes candidates; the harness
+compiles, validates and times them here as it does the generic search's, so a search never times anything itself.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import random
+import time
+from pathlib import Path
+
+from gemmbench import plan, workloads
+from gemmbench.files import read_json, write_json
+from gemmbench.measure import backend
+from gemmbench.measure.timing import AUDIT_MAX_S
+from gemmbench.run import gpus
+from gemmbench.run.supervise import compile_ahead, run_task
+from gemmbench.run.task import Point, Task
+from gemmbench.tuning import records
+from kernels import registry
+
+log = logging.getLogger("gemmbench")
+
+# Trial outcomes that another sitting would repeat (a timeout or an error may have been the sitting's: timed again)
+SETTLED = ("ok", "rejected", "failed")
+
+
+def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int) -> list[dict]:
+    """The defaults, then up to trials - 1 others drawn (seeded) from every valid point of the variant's space."""
+    names = list(variant.space)
+    valid = []
+    for combo in itertools.product(*variant.space.values()):
+        params = {**defaults, **dict(zip(names, combo))}
+        if params != defaults and variant.check_params(params) is None:
+            valid.append(params)
+    random.Random(seed).shuffle(valid)
+    return [dict(defaults), *valid[: max(0, trials - 1)]]
+
+
+def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
+    """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
+    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
+    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
+    timing = tune["timing"]
+    for path in sorted(records.COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
+        trials = json.loads(path.read_text()).get("trials")
+        if not trials:
+            continue
+        seconds = 0.0
+        for trial in trials:
+            m = trial.get("median_s") or 0.0
+            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
+                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
+            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
+            # compile, validation (two launches), warm-up, sampling and the audit that can match it
+            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, AUDIT_MAX_S)
+        return seconds, path.parts[-4]
+    return None
+
+
+def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> dict:
+    """The trials of a committed search that a deeper one (more trials, the same seed and sizes, sources and
+    compilers) can keep instead of timing them again, by (size, parameters): a long search spread over sittings."""
+    path = records.committed_path(gpu, variant, mode)
+    if variant.tuner or not path.exists():
+        return {}
+    ran = json.loads(path.read_text())
+    if not records.covers(records.settings(tune, variant), ran["settings"]) or not records.reusable(
+            path, records.key(variant, mode, ran["settings"])):
+        return {}
+    return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
+
+
+def trial_id(size: int, params: dict) -> str:
+    return json.dumps([size, params], sort_keys=True)
+
+
+def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
+    """The fastest validated candidate at each class size."""
+    classes = {}
+    for size in sizes:
+        ok = [r for r in rows if r["size"] == size and r["status"] == "ok"]
+        if ok:
+            best = min(ok, key=lambda r: r["median_s"])
+            classes[str(size)] = {"params": best["params"], "median_s": best["median_s"], "tflops": best["tflops"]}
+    return classes
+
+
+
+def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
+           committed: Path) -> dict:
+    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, the trials
+    of a committed search that this one extends kept (`earlier_trials`), and the record of the fastest validated
+    candidate per class, with every trial."""
+    key = variant.key
+    proposed = candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
+    points = [trial(config, variant, size, params) for size in settings["sizes"] for params in proposed]
+    earlier = earlier_trials(config["tune"], variant, mode, gpu)
+    todo = [p for p in points if trial_id(p.size_class, p.params) not in earlier]
+    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials, %d of them kept from %s)", key, mode,
+             len(proposed), settings["sizes"], gpu, len(points), len(points) - len(todo),
+             records.shown(committed) if len(todo) < len(points) else "no earlier search")
+
+    def describe(i):
+        changed = {k: v for k, v in todo[i].params.items() if v != proposed[0].get(k)}
+        return f"tune {key} n={todo[i].size_class} {changed or 'defaults'}"
+
+    rows = measure_trials(config, variant, mode, todo, describe) if todo else []
+    measured = {trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
+                                                   **{k: r.get(k) for k in TRIAL_FIELDS}}
+                for p, r in zip(todo, rows)}
+    found = {**earlier, **measured}
+    trials = [found[trial_id(p.size_class, p.params)] for p in points]
+    classes = best_per_class(trials, settings["sizes"])
+    for size in settings["sizes"]:
+        if str(size) not in classes:
+            log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
+    return {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
+            "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
+            "generated": records.generated(variant, mode, classes), "trials": trials}
+
+
+TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
+
+
+def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
+    """A tune trial: `params` timed at the square shape of class `size`."""
+    sizes = dict.fromkeys(workloads.get(variant.workload).axes, size)
+    return Point(sizes, backend.seed_for(config["seed"], *sizes.values()), params, size)
+
+
+def measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
+    """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
+    nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
+    they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
+    start = time.perf_counter()
+    workers, _ = compile_ahead(config, variant, mode, points)
+    compiled = time.perf_counter()
+    task = Task.of("tune", config, variant, mode, points)
+    rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
+    log.info("%s %s: %d trials compiled in %.1f s by %d workers, validated and timed in %.1f s", variant.key, mode,
+             len(points), compiled - start, workers, time.perf_counter() - compiled)
+    return rows
+
+
+def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path,
+              out) -> dict:
+    """A variant's own search per size class, each with its database under <out without .json>/<size>/, which a
+    rerun resumes; an earlier committed result (other settings) seeds an empty database. The search proposes
+    candidates; they are compiled, validated and timed here, as the generic search's are (`measure`). Each class
+    keeps the candidates and seconds of every sitting, updated after each round (a sitting cut short keeps them)."""
+    previous = read_json(committed)["classes"] if committed.exists() else {}
+    classes = {}
+    with gpus.pinned(variant.device) as env, gpus.environment(env):  # the search's own workers inherit it
+        for size in settings["sizes"]:
+            sittings = Sittings(Path(out).with_suffix("") / str(size), previous.get(str(size)))
+
+            def measure(param_sets: list[dict]) -> list[dict]:
+                log.info("%s %s n=%d: round %d proposed %d candidates, %.1f s after the previous round's end",
+                         variant.key, mode, size, sittings.rounds + 1, len(param_sets), sittings.since_round())
+                points = [trial(config, variant, size, params) for params in param_sets]
+                rows = measure_trials(config, variant, mode, points, lambda i: f"tune {variant.key} n={size} "
+                                       f"round {sittings.rounds + 1} candidate {i}")
+                sittings.round(len(rows))
+                return rows
+
+            shape = (size,) * len(workloads.get(variant.workload).axes)
+            try:
+                found = variant.tuner(mode, shape, settings["trials"], sittings.work_dir, previous.get(str(size)),
+                                      settings["seed"], log, measure)
+            except Exception as exc:  # the class keeps no result; the others still tune
+                log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
+                            type(exc).__name__, exc)
+                continue
+            classes[str(size)] = {**found, **sittings.summary()}
+            log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s); %.0f s of tuning in %d sittings",
+                     variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
+                     classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
+    return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings,
+            "compilers": records.compilers(variant), "classes": classes}
+
+
+class Sittings:
+    """The sittings of one class's search (candidates measured, seconds), in work_dir/sittings.json, carried over
+    from the committed result that seeded it; the current one is written after every round."""
+
+    def __init__(self, work_dir: Path, committed: dict | None):
+        self.work_dir, self.path = work_dir, work_dir / "sittings.json"
+        self.past = read_json(self.path) if self.path.exists() else list((committed or {}).get("sittings", []))
+        self.start, self.rounds, self.candidates = time.perf_counter(), 0, 0
+        self.round_end = self.start
+
+    def since_round(self) -> float:
+        """Seconds since the last round ended (or the sitting began): the search's own time for the next round."""
+        return time.perf_counter() - self.round_end
+
+    def round(self, candidates: int) -> None:
+        self.rounds, self.candidates = self.rounds + 1, self.candidates + candidates
+        self.round_end = time.perf_counter()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.path, self.all())
+
+    def all(self) -> list[dict]:
+        now = {"candidates": self.candidates, "seconds": round(time.perf_counter() - self.start, 1)}
+        return self.past + ([now] if self.candidates else [])
+
+    def summary(self) -> dict:
+        sittings = self.all()
+        return {"tune_s": round(sum(s["seconds"] for s in sittings), 1), "sittings": sittings}
