@@ -2,7 +2,7 @@
 
 A variant is one way of computing a workload (row-major; operands stored as its mode says, OPERAND_DTYPE; the
 output float32): gemm, C = A @ B, or b2b,
-D = (A0 @ B0) @ B1 (gemmbench/workloads.py). The harness owns allocation, input generation, timing and checking;
+D = (A0 @ B0) @ B1 (gemmbench/workloads/). The harness owns allocation, input generation, timing and checking;
 a variant only builds and runs.
 Importing this module is cheap: families import their heavy libraries inside `build`.
 """

@@ -19,7 +19,7 @@ NODE1_CPU = _facts("cpu", "AMD EPYC", "node1", "node1", bandwidth=200.0)
 
 
 def _write_bench(path, facts, family, variant, n, median_s):
-    """A bench job's output as stages.bench writes it: its row and the facts of the device it ran on."""
+    """A bench output as the measure stage writes it: its row and the facts of the device it ran on."""
     row = {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "host": facts["host"], "device": facts["device"],
            "workload": "gemm", "family": family, "variant": variant, "mode": "fp32", "m": n, "n": n, "k": n,
            "role": "baseline" if family == "cublas" else "",

@@ -94,7 +94,7 @@ def _driver_version() -> str | None:
         return None
 
 
-HARNESS = ("gemmbench/**/*.py", "kernels/registry.py")
+HARNESS = ("gemmbench/**/*.py", "gemmbench/**/*.cu", "kernels/registry.py")
 
 
 @functools.lru_cache(maxsize=None)

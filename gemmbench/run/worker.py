@@ -129,18 +129,18 @@ def main(task_path: str, start: int, done_path: str) -> int:
 
 def source_stamps(variant_modules=()) -> dict:
     """Size and modification time of every source file this process imported from the project, or from the variant
-    modules a task named: a resident worker whose sources changed since it imported them no longer runs what a fresh
-    one would."""
+    modules a task named, and of the harness's own CUDA sources (gemmbench/**/*.cu, which it reads, not imports): a
+    resident worker whose sources changed since it imported them no longer runs what a fresh one would."""
+    paths = [Path(module.__file__) for name, module in list(sys.modules.items())
+             if getattr(module, "__file__", None) and (Path(module.__file__).is_relative_to(ROOT) or any(
+                 name == m or name.startswith(f"{m}.") for m in variant_modules))]
     stamps = {}
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if path and (Path(path).is_relative_to(ROOT)
-                     or any(name == m or name.startswith(f"{m}.") for m in variant_modules)):
-            try:
-                stat = os.stat(path)
-                stamps[path] = (stat.st_size, stat.st_mtime_ns)
-            except OSError:
-                stamps[path] = None
+    for path in [*paths, *(ROOT / "gemmbench").rglob("*.cu")]:
+        try:
+            stat = os.stat(path)
+            stamps[str(path)] = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            stamps[str(path)] = None
     return stamps
 
 

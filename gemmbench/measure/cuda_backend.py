@@ -1,0 +1,287 @@
+"""The CUDA backend: CuPy arrays on the harness's own stream, CUDA events around launches queued behind a blocking
+kernel, the checks' kernels (cuda_checks.cu), NVML's clocks, power and slowdown reasons."""
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gemmbench.measure import provenance
+from gemmbench.measure.backend import FLOP_PER_CLOCK_PER_SM, Backend, cpu_model
+
+HERE = Path(__file__).parent
+
+
+class BlockedTooLong(RuntimeError):
+    """The variant synchronised with the host inside run(), so its launches cannot be queued and timed."""
+
+
+class CudaBackend(Backend):
+    """CuPy arrays on the current device; device time from CUDA events behind a blocking kernel (nvbench)."""
+
+    device = "cuda"
+    BLOCK_TIMEOUT_NS = 10 * 10**9
+    TIMER_RESOLUTION_S = 0.5e-6  # cudaEventElapsedTime's documented resolution ("around 0.5 microseconds")
+
+    def __init__(self):
+        import cupy
+
+        self.xp = cupy
+        self.cupy = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._side = cupy.cuda.Stream(non_blocking=True)  # looks at outputs while self.stream is held
+        self.stream.use()
+        self._flags_mem = cupy.cuda.alloc_pinned_memory(8)  # [release, timed_out], mapped for the device
+        self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
+        self._blocker = cupy.RawKernel((HERE / "cuda_blocking.cu").read_text(), "block_stream")
+        self._checks = cupy.RawModule(code=(HERE / "cuda_checks.cu").read_text(), options=("-std=c++17",))
+        self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
+        device = cupy.cuda.Device()
+        self._sms = device.attributes["MultiProcessorCount"]
+        self._l2_bytes = device.attributes["L2CacheSize"]
+        self._scratch = cupy.empty(2 * self._l2_bytes, dtype=cupy.uint8)
+        self._nvml = _nvml_handle(device.pci_bus_id)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def _grid(self, n: int, threads: int = 256) -> tuple:
+        return (min(max(1, -(-n // threads)), 8 * self._sms),), (threads,)
+
+    def fill_random(self, x, key: int) -> None:
+        name = "fill_f32" if x.dtype == self.cupy.float32 else "fill_bf16"
+        self._checks.get_function(name)(*self._grid(x.size), (x, np.uint64(x.size), np.uint64(key)),
+                                         stream=self.stream)
+
+    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
+        x = self.cupy.empty(n, dtype=self.cupy.float64)
+        self._checks.get_function("signs")(*self._grid(n), (x, np.uint64(n), np.uint64(key)), stream=self.stream)
+        z, s2 = x, self.cupy.ones(n, dtype=self.cupy.float64)
+        for m in reversed(operands):
+            z, s2 = self._matvec2(m, z, s2)
+        return x, z, s2
+
+    def project_output(self, out, projected: tuple, into) -> None:
+        x, z, s2 = projected
+        y, _ = self._matvec2(out, x, x)
+        self._checks.get_function("residuals")((1,), (1024,), (y, z, s2, np.int64(len(y)), into), stream=self.stream)
+
+    def _matvec2(self, m, v, w):
+        """(m·v, (m∘m)·w) in float64."""
+        cupy = self.cupy
+        rows, cols = m.shape
+        mv, m2w = cupy.empty(rows, dtype=cupy.float64), cupy.empty(rows, dtype=cupy.float64)
+        name = "matvec2_f32" if m.dtype == cupy.float32 else "matvec2_bf16"
+        self._checks.get_function(name)((-(-rows * 32 // 256),), (256,),
+                                         (m, np.int64(rows), np.int64(cols), v, w, mv, m2w), stream=self.stream)
+        return mv, m2w
+
+    def digest(self, x, salt: int) -> int:
+        words = x.reshape(-1).view(self.cupy.uint32)
+        into = self.cupy.zeros(1, dtype=self.cupy.uint64)
+        self._checks.get_function("digest")(*self._grid(words.size), (words, np.uint64(words.size), np.uint64(salt),
+                                                                        into), stream=self.stream)
+        return int(into.get(stream=self.stream)[0])
+
+    def to_host(self, x):
+        return self.cupy.asnumpy(x)
+
+    @contextlib.contextmanager
+    def _held(self):
+        """The harness's stream held by a spinning kernel while the block queues work behind it, then released and
+        drained; a variant that waited on the device meanwhile is refused."""
+        self.flags[:] = 0
+        ptr = np.uint64(self._flags_mem.ptr)
+        self._blocker((1,), (1,), (ptr, ptr + np.uint64(4), np.uint64(self.BLOCK_TIMEOUT_NS)), stream=self.stream)
+        try:
+            yield
+        finally:
+            self.flags[0] = 1
+            self.synchronize()
+        if self.flags[1]:
+            raise BlockedTooLong("the variant waited on the device inside run(); launches cannot be queued")
+
+    def device_time(self, run, launches: int = 1) -> float:
+        """Queue start event, the launch(es) and the stop event behind a spinning kernel, then release it:
+        the events bracket only device work, never the host's launch overhead."""
+        with self._held():
+            self._start.record(self.stream)
+            for _ in range(launches):
+                run()
+            self._stop.record(self.stream)
+        return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
+
+    OUTSIDE_WAIT_S = 0.02  # how long work queued elsewhere gets to show while the harness's stream is held
+
+    def runs_outside_stream(self, run, out) -> str | None:
+        """Why `run` does work that the harness's stream does not order (which the events would time as nothing), or
+        None. With that stream held by the spinning kernel, the poisoned output must not change (a launch on an
+        unrelated stream would change it; a stream of its own looks meanwhile); and once that stream's work is done,
+        the output must be complete (work on a side stream that waits on an event of the harness's stream starts only
+        when the spinner ends, and the harness's stream does not wait for it). Per-sample Freivalds tests, queued on the
+        harness's stream, catch such work too where this look comes too late to see it unfinished."""
+        cupy = self.cupy
+        out.fill(cupy.nan)
+        self.synchronize()
+        with self._on_side():  # load the looking kernels now: loading one while the stream is held could wait for it
+            cupy.count_nonzero(~cupy.isnan(out)), cupy.count_nonzero(cupy.isnan(out))
+            self._side.synchronize()
+        with self._held():
+            run()
+            time.sleep(self.OUTSIDE_WAIT_S)
+            with self._on_side():
+                written = int(cupy.count_nonzero(~cupy.isnan(out)))
+        if written:
+            return "the variant's work does not run on the harness's stream"
+        with self._on_side():  # the harness's stream is done (_held synchronised it); nothing else is waited for
+            unfinished = int(cupy.count_nonzero(cupy.isnan(out)))
+        if unfinished:
+            return (f"{unfinished} of {out.size} outputs were unwritten when the harness's stream had finished its "
+                    f"work (work skipped, or queued on another stream that the harness's stream does not wait for)")
+        return None
+
+    @contextlib.contextmanager
+    def _on_side(self):
+        """CuPy's work in the block on the side stream, then the harness's stream current again. (CuPy 14's `with
+        stream:` restores the stream current before it only if that one was entered with `with` too; a stream made
+        current by `use()` was left for the null stream, and every later launch went there.)"""
+        self._side.use()
+        try:
+            yield
+        finally:
+            self.stream.use()
+
+    BUSY_WAIT_S = 2.0
+
+    def device_busy(self) -> str | None:
+        """Why the device is not idle between points (work a variant left running on a stream of its own, which
+        would share the GPU with the next point's timing), or None: every stream is drained within BUSY_WAIT_S."""
+        drained = threading.Event()
+
+        def drain():
+            self.cupy.cuda.runtime.deviceSynchronize()
+            drained.set()
+        start = time.perf_counter()
+        threading.Thread(target=drain, daemon=True).start()
+        # CuPy may hold the interpreter while it waits, so the wait's own result is not enough: its time is
+        if drained.wait(self.BUSY_WAIT_S) and time.perf_counter() - start < self.BUSY_WAIT_S:
+            return None
+        return f"the device was still busy {self.BUSY_WAIT_S:g} s after the point ended (work a variant left running)"
+
+    def flush_cache(self) -> None:
+        self.cupy.cuda.runtime.memsetAsync(self._scratch.data.ptr, 0, self._scratch.nbytes, self.stream.ptr)
+        self.synchronize()
+
+    def telemetry(self) -> dict:
+        return _nvml_snapshot(self._nvml) if self._nvml else {}
+
+    def watch(self) -> "ClockWatch":
+        return ClockWatch(self.telemetry if self._nvml else None)
+
+    COPY_BYTES = 1 << 30
+
+    def identity(self) -> dict:
+        import pynvml
+
+        runtime = self.cupy.cuda.runtime
+        props = runtime.getDeviceProperties(self.cupy.cuda.Device().id)
+        cc = f"{props['major']}.{props['minor']}"
+        max_clock = (pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM) if self._nvml
+                     else props.get("clockRate", 0) / 1e3)
+        sm_count = props["multiProcessorCount"]
+        from cupy_backends.cuda.libs import cublas
+        versions = {**provenance.toolchain(), "cublas": cublas.getVersion(self.cupy.cuda.device.get_cublas_handle())}
+        return {
+            "device": "cuda",
+            "gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+            "gpu_uuid": pynvml.nvmlDeviceGetUUID(self._nvml) if self._nvml else "",
+            "host": socket.gethostname(),
+            "cpu": cpu_model(),
+            "driver": pynvml.nvmlSystemGetDriverVersion() if self._nvml else "",
+            "cuda_driver": runtime.driverGetVersion(),
+            "cuda_runtime": runtime.runtimeGetVersion(),
+            "compute_capability": cc,
+            "sm_count": sm_count,
+            "max_sm_clock_mhz": max_clock,
+            "l2_bytes": self._l2_bytes,
+            "memory_bytes": props["totalGlobalMem"],
+            "peak_tflops": {mode: sm_count * rate * max_clock * 1e6 / 1e12
+                            for mode, rate in FLOP_PER_CLOCK_PER_SM.get(cc, {}).items()},
+            "peak_basis": f"{sm_count} SMs x {max_clock} MHz (max SM clock) x FLOP per clock per SM of {cc}",
+            **({} if cc in FLOP_PER_CLOCK_PER_SM else
+               {"peak_unknown": f"compute capability {cc} is not in the table of rates: timings are not gated"}),
+            "versions": versions,
+        }
+
+
+class ClockWatch:
+    """Reads the GPU's telemetry every `interval_s` from a thread while a block runs (sampling), so that a clock
+    drop or a slowdown inside the window shows, not only one before and after it. NVML's reads take microseconds
+    on the host and none on the device, whose events time the samples."""
+
+    def __init__(self, read, interval_s: float = 0.01):
+        self.read, self.interval_s, self.reads = read, interval_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True) if read else None
+
+    def _poll(self) -> None:
+        while True:
+            self.reads.append(self.read())
+            if self._stop.wait(self.interval_s):
+                break
+
+    def __enter__(self) -> "ClockWatch":
+        if self._thread:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread:
+            self._stop.set()
+            self._thread.join()
+            self.reads.append(self.read())  # the window's end, however short it was
+
+    def summary(self) -> dict:
+        """Mean and lowest SM clock over the window, the share of reads with a power or thermal slowdown, and the
+        slowdown reasons seen (empty without telemetry)."""
+        if not self.reads:
+            return {}
+        clocks = [r["sm_clock_mhz"] for r in self.reads]
+        slowed = [r["slowdown"] for r in self.reads if r["slowdown"]]
+        return {"sm_clock_mean_mhz": float(np.mean(clocks)), "sm_clock_min_mhz": float(min(clocks)),
+                "slowdown_share": len(slowed) / len(self.reads), "clock_reads": len(self.reads),
+                "slowdown": sorted({reason for reasons in slowed for reason in reasons})}
+
+
+def _nvml_handle(pci_bus_id: str):
+    """NVML handle of the CUDA device (matched by PCI bus id, so CUDA_VISIBLE_DEVICES cannot confuse them)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+    except Exception:  # NVML absent or refused: telemetry columns stay empty, timing is unaffected
+        return None
+
+
+# Reasons that mean the clock was pulled down by power or heat (idle and app-clock settings are not).
+SLOWDOWN_REASONS = {
+    0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+}
+
+
+def _nvml_snapshot(handle) -> dict:
+    import pynvml
+
+    get_reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    reasons = get_reasons(handle)
+    return {
+        "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+        "slowdown": [name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit],
+    }
