@@ -16,16 +16,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gemmbench import config as gemmbench_config
-from gemmbench import logs, plan, workloads
-from gemmbench.config import ConfigError
+from gemmbench import configuration, logs, plan, workloads
+from gemmbench.configuration import ConfigError
 from gemmbench.stages import build, measure
 from gemmbench.tuning import records
 from kernels import registry
 
 
 def cmd_list(args) -> int:
-    cfg = gemmbench_config.load(args.config)
+    cfg = configuration.load(args.config)
     for key, v in sorted(registry.load(cfg["variant_modules"]).items()):
         print(f"{key:28s} {v.device:5s} {','.join(v.modes):14s} {dict(v.params) or ''}  {v.description}")
     return 0
@@ -34,7 +33,7 @@ def cmd_list(args) -> int:
 def cmd_run(args) -> int:
     """Build, validate and time one point through the same stages (and watchdog) as the pipeline."""
 
-    cfg = gemmbench_config.load(args.config)
+    cfg = configuration.load(args.config)
     known = registry.load(cfg["variant_modules"])
     if args.variant not in known:
         raise ConfigError(f"unknown variant {args.variant!r}; `python -m gemmbench list` names them")
@@ -51,7 +50,7 @@ def cmd_run(args) -> int:
     sizes = shape.sizes
     overrides = {"workloads": [workload], "families": [args.variant.split("/")[0]], "variants": [args.variant],
                  "modes": [args.mode], "max_size": {}, "cache": args.cache, **workloads.get(workload).just(sizes)}
-    cfg = gemmbench_config.validate({**cfg, **overrides})
+    cfg = configuration.validate({**cfg, **overrides})
     device, reason = plan.resolve_device(cfg["device"])
     variants = {v.key: v for v in plan.variants(cfg, device)}
     if args.variant not in variants:
@@ -103,7 +102,7 @@ def cmd_tuning_migrate(args) -> int:
 def cmd_check_config(args) -> int:
     """Each file readable as a YAML mapping (run.sh asks before Snakemake reads them, whose errors are tracebacks)."""
     for path in args.files:
-        gemmbench_config.read(path)
+        configuration.read(path)
     return 0
 
 
@@ -155,7 +154,7 @@ def cmd_report(args) -> int:
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
     names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload
-    cfg = gemmbench_config.validate({**gemmbench_config.load(args.config), "workloads": views.workloads_in(summary)})
+    cfg = configuration.validate({**configuration.load(args.config), "workloads": views.workloads_in(summary)})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
         figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
         render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",

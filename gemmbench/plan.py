@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from gemmbench import ROOT, workloads
-from gemmbench.config import ConfigError
+from gemmbench.configuration import ConfigError
 from kernels import registry
 
 log = logging.getLogger("gemmbench")
@@ -196,7 +196,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
     """What a run of this plan measures, in one line: the variants, modes and points of each workload, and where the
     tuned variants' parameters come from (a committed record for this GPU model, one transferred, or a search)."""
 
-    from gemmbench.tuning import records, search
+    from gemmbench.tuning import records
 
     parts = []
     for workload in config["workloads"]:
@@ -216,7 +216,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
             how = records.origin(config["tune"], v, mode, gpu, host)
             sources[how] += 1
             if how == "searched":
-                estimates.append(search.search_estimate(config["tune"], v, mode))
+                estimates.append(records.search_estimate(config["tune"], v, mode))
         parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
                      + _search_time(estimates))
     return f"the plan on {device}: " + "; ".join(parts)
@@ -224,7 +224,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
 
 def _search_time(estimates: list[tuple[float, str] | None]) -> str:
     """How long the searches here will take, estimated from the trials that committed searches of the same
-    variant-modes timed on other GPU models (search.search_estimate)."""
+    variant-modes timed on other GPU models (records.search_estimate)."""
     if not estimates:
         return ""
     known = [e for e in estimates if e]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmbench.measure.backend import bf16_bits, widened
+from gemmbench.measure.devices import bf16_bits, widened
 from gemmbench.run.rows import VALIDATION_LAUNCHES
 from kernels.registry import Built, Variant, register
 

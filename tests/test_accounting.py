@@ -6,10 +6,9 @@ import re
 import numpy as np
 import pytest
 
+from gemmbench import ROOT, configuration
 from gemmbench import __main__ as cli
-from gemmbench import config
-from gemmbench.measure import backend as backends
-from gemmbench.measure import checking
+from gemmbench.measure import checking, devices
 from gemmbench.measure.ledger import Ledger
 from gemmbench.stages import build, measure
 from tests.timings import TIMINGS
@@ -18,7 +17,7 @@ from tests.timings import TIMINGS
 def run_stages(cpu_config, tmp_path, key, timing):
     cpu_config.update(variant_modules=["tests.planted"], square_sizes=[48], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"), timing=dict(TIMINGS[timing]))
-    cfg = config.validate(cpu_config)
+    cfg = configuration.validate(cpu_config)
     build.run(cfg, key, "fp32", tmp_path / "build.json")
     checked, timed = measure.run(cfg, key, "fp32", tmp_path / "build.json", tmp_path / "validate.json",
                                     tmp_path / "bench.json")
@@ -82,7 +81,7 @@ def test_the_variant_measured_after_a_control_meets_a_fresh_worker_or_its_own_re
 
     cpu_config.update(variant_modules=["tests.planted"], square_sizes=[64], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
-    cfg = config.validate(cpu_config)
+    cfg = configuration.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")
     rows = {}
     for i, key in enumerate(["cpu/numpy-blas", control, "cpu/numpy-blas"]):
@@ -100,7 +99,7 @@ def test_the_variant_measured_after_a_control_meets_a_fresh_worker_or_its_own_re
 
 
 def test_freivalds_test_passes_the_product_and_sees_a_kept_one_a_missing_tile_and_nan():
-    cpu = backends.create("cpu")
+    cpu = devices.Backend()
     operands = cpu.inputs([(64, 48), (48, 32)], 1)
     product = np.matmul(*operands)
     projected = cpu.project_inputs(operands, 32, key=5)
@@ -118,7 +117,7 @@ def test_freivalds_test_passes_the_product_and_sees_a_kept_one_a_missing_tile_an
 
 
 def test_fresh_content_is_new_every_sample_and_the_drawn_samples_are_made_again_from_their_keys():
-    cpu = backends.create("cpu")
+    cpu = devices.Backend()
     operands = cpu.inputs([(8, 4), (4, 6)], 1)
     out, buffer = cpu.poisoned_output((8, 6))
     ledger = Ledger(cpu, operands, out, buffer, seed=1)
@@ -146,12 +145,12 @@ def test_an_honest_fp32_product_is_within_a_quarter_of_the_bound_and_the_bound_f
     pass as fp32, and TF32 passes as tf32."""
     from tests.planted import bf16_split, strassen, tf32_rounded
 
-    cpu = backends.create("cpu")
-    shapes = [(n, n, n) for n in (48, 64, 128, 256)] + [tuple(s) for s in config.load(
-        config.ROOT / "config" / "cpu.yaml")["validation_shapes"]]
+    cpu = devices.Backend()
+    shapes = [(n, n, n) for n in (48, 64, 128, 256)] + [tuple(s) for s in configuration.load(
+        ROOT / "config" / "cpu.yaml")["validation_shapes"]]
     for m, n, k in shapes:
         a, b = cpu.inputs([(m, k), (k, n)], 11, scaled=True)
-        wide = [backends.widened(np, x) for x in (a, b)]
+        wide = [devices.widened(np, x) for x in (a, b)]
         reference, scale = wide[0] @ wide[1], np.sqrt((wide[0] ** 2) @ (wide[1] ** 2))
 
         def units(c, mode="fp32"):
@@ -184,18 +183,18 @@ def test_every_reported_time_is_gated_and_a_device_without_a_peak_is_unchecked()
 
 
 def test_the_cpu_has_a_peak_and_gpus_after_hopper_have_rates():
-    peak, basis = backends.cpu_peak()
+    peak, basis = devices.cpu_peak()
     assert peak["fp32"] > 0 and "logical cores" in basis
     for cc in ("10.0", "12.0"):
-        assert backends.FLOP_PER_CLOCK_PER_SM[cc]["fp32"] > 0
+        assert devices.FLOP_PER_CLOCK_PER_SM[cc]["fp32"] > 0
 
 
 def test_the_cli_times_the_shape_it_names_within_the_cpus_peak(capsys, monkeypatch):
     """The README's example shape: timed as 1000x999x1001, not as a 1x1x1 sweep point with that shape's FLOPs."""
-    code = cli.main(["--config", str(config.ROOT / "config" / "cpu.yaml"), "run", "cpu/numpy-blas",
+    code = cli.main(["--config", str(ROOT / "config" / "cpu.yaml"), "run", "cpu/numpy-blas",
                      "--shape", "1000x999x1001"])
     out = capsys.readouterr().out
     assert code == 0, out
     tflops = float(re.search(r"\(([\d.]+) TFLOP/s\)", out).group(1))
-    assert 0 < tflops <= backends.cpu_peak()[0]["fp32"], out
+    assert 0 < tflops <= devices.cpu_peak()[0]["fp32"], out
     assert "timing gate: checked" in out

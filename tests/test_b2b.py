@@ -11,8 +11,8 @@ import pytest
 from conftest import snakemake
 from test_cupy_kernels import NVCC, assert_no_spills, nvcc_sm90
 
-from gemmbench import config, plan, workloads
-from gemmbench.config import ConfigError
+from gemmbench import configuration, plan, workloads
+from gemmbench.configuration import ConfigError
 from gemmbench.present import views
 from gemmbench.stages import aggregate
 from kernels import registry
@@ -31,7 +31,7 @@ def test_b2b_costs_count_both_products_and_leave_the_intermediate_out():
 
 
 def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
-    cfg = config.validate({"workloads": ["b2b"],
+    cfg = configuration.validate({"workloads": ["b2b"],
                            "b2b": {"m": [256, 4096], "k0": [64], "n0": [64, 256], "n1": [128]}})
     sweep = plan.sweep_shapes(cfg, "b2b")
     assert [s.label for s in sweep] == ["256x64x64x128", "256x64x256x128", "4096x64x64x128", "4096x64x256x128"]
@@ -40,12 +40,12 @@ def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
     assert {v.key for v in plan.variants(cfg, "cuda")} == {
         "cublas/b2b_unfused", "cupy/b2b_unfused_10_pipelined", "cupy/b2b_fused_simt", "cupy/b2b_fused_mma",
         "cupy/b2b_fused_warptile", "cupy/b2b_fused_resident", "cpu/b2b_unfused_numpy-blas"}
-    assert all(v.workload == "gemm" for v in plan.variants(config.validate({"workloads": ["gemm"]}), "cuda"))
+    assert all(v.workload == "gemm" for v in plan.variants(configuration.validate({"workloads": ["gemm"]}), "cuda"))
 
 
 def test_a_variant_of_another_workload_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"cupy/b2b_fused_mma.*a workload not in workloads: \['gemm'\]"):
-        plan.variants(config.validate({"workloads": ["gemm"], "variants": ["cupy/b2b_fused_mma"]}), "cuda")
+        plan.variants(configuration.validate({"workloads": ["gemm"], "variants": ["cupy/b2b_fused_mma"]}), "cuda")
     with pytest.raises(ConfigError, match="a b2b shape has 4 sizes"):
         plan.Shape.of("b2b", (1, 2, 3))
 
@@ -55,7 +55,7 @@ def test_fused_variants_declare_the_widths_their_block_tile_spans():
     assert variant.unsupported(65536, 4096, 256, 256, {}) is None
     assert "up to 256" in variant.unsupported(4096, 64, 257, 64, {})
     assert "up to 256" in variant.unsupported(4096, 64, 64, 512, {})
-    cfg = config.validate({"workloads": ["b2b"], "b2b": {"m": [64], "k0": [64], "n0": [512], "n1": [64]}})
+    cfg = configuration.validate({"workloads": ["b2b"], "b2b": {"m": [64], "k0": [64], "n0": [512], "n1": [64]}})
     assert "up to 256" in plan.skip_reason(cfg, variant, plan.sweep_shapes(cfg, "b2b")[0])
 
 

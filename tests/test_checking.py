@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 
 from gemmbench import workloads
-from gemmbench.measure import backend as backends
-from gemmbench.measure import checking
+from gemmbench.measure import checking, devices
 from gemmbench.measure.checking import verdict
 
 
@@ -18,7 +17,7 @@ def checked(cpu, a, b, c, mode="fp32"):
 
 @pytest.fixture
 def cpu():
-    return backends.Backend()
+    return devices.Backend()
 
 
 def test_inputs_are_seeded_fresh_and_never_trivial(cpu):
@@ -29,19 +28,19 @@ def test_inputs_are_seeded_fresh_and_never_trivial(cpu):
     np.testing.assert_array_equal(a1, a2)
     assert not np.array_equal(a1, a3)
     assert a1.min() < -0.5 and a1.max() > 0.5 and np.count_nonzero(a1) == a1.size
-    assert backends.seed_for(1, 2, 3, 4) != backends.seed_for(1, 2, 3, 5)
+    assert devices.seed_for(1, 2, 3, 4) != devices.seed_for(1, 2, 3, 5)
 
 
 def test_bf16_inputs_are_the_fp32_inputs_rounded_to_nearest_even(cpu):
     (a,) = cpu.inputs([(64, 64)], seed=1)
     (bits,) = cpu.inputs([(64, 64)], seed=1, mode="bf16")
     assert bits.dtype == np.uint16
-    values = backends.widened(np, bits)
+    values = devices.widened(np, bits)
     assert values.dtype == np.float64 and np.all(np.abs(values - a) <= 2.0**-8 * np.abs(a))  # half a BF16 ulp
     assert np.any(values != a)
     # halfway between two BF16 values goes to the even one; just past halfway goes up
     ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 1 + 2**-8 + 2**-20], dtype=np.float32)
-    np.testing.assert_array_equal(backends.widened(np, backends.bf16_bits(np, ties)),
+    np.testing.assert_array_equal(devices.widened(np, devices.bf16_bits(np, ties)),
                                   [1.0, 1 + 2**-6, -1.0, 1 + 2**-7])
 
 
@@ -114,7 +113,7 @@ def test_a_tensor_cores_truncating_accumulation_passes_the_bf16_bound(cpu):
     """BF16 operands, their products summed exactly 16 at a time (one MMA's k) and each sum added to an FP32
     accumulator rounded toward zero, as tensor cores align and cut: the error grows linearly with k, and the bf16
     bound (k/8 units of accumulation) holds it."""
-    a, b = (backends.widened(np, x) for x in cpu.inputs([(64, 4096), (4096, 64)], 9, "bf16"))
+    a, b = (devices.widened(np, x) for x in cpu.inputs([(64, 4096), (4096, 64)], 9, "bf16"))
     c = np.zeros((64, 64), dtype=np.float32)
     for p in range(0, a.shape[1], 16):
         exact = c.astype(np.float64) + a[:, p:p + 16] @ b[p:p + 16, :]

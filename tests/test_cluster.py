@@ -6,7 +6,7 @@ import sys
 import pytest
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, tree_copy
 
-from gemmbench import config
+from gemmbench import configuration
 from gemmbench.tuning import records
 from kernels import registry
 
@@ -18,7 +18,7 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     """On a copy of the tree with committed results for the CuPy rungs on "Test GPU", keyed with this host's
     compilers (a cluster's nodes share the head's software): reusing one is a tune job without a GPU."""
     tree = tree_copy(tmp_path / "tree")
-    cfg = config.validate({"device": "cuda"})
+    cfg = configuration.validate({"device": "cuda"})
     rungs = [v for key, v in registry.load().items()
              if key.startswith("cupy/") and v.space and v.workload == "gemm" and "fp32" in v.modes]
     for variant in rungs:

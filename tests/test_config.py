@@ -1,19 +1,19 @@
 import pytest
 from conftest import ROOT, snakemake
 
-from gemmbench import config
-from gemmbench.config import ConfigError
+from gemmbench import configuration
+from gemmbench.configuration import ConfigError
 from gemmbench.present import views
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "cpu.yaml", "test.yaml"])
 def test_shipped_configs_are_valid(name):
-    cfg = config.load(ROOT / "config" / name)
+    cfg = configuration.load(ROOT / "config" / name)
     assert cfg["square_sizes"] and cfg["modes"]
 
 
 def test_defaults_are_filled_in():
-    cfg = config.validate({})
+    cfg = configuration.validate({})
     assert cfg["square_sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
     assert cfg["modes"] == ["fp32", "tf32"]
     assert cfg["device"] == "auto"
@@ -22,13 +22,13 @@ def test_defaults_are_filled_in():
 
 
 def test_the_removed_tolerance_key_is_named_in_one_line():
-    with pytest.raises(config.ConfigError, match="tolerance is no longer read") as raised:
-        config.validate({"tolerance": {"fp32": 1e-4}})
+    with pytest.raises(configuration.ConfigError, match="tolerance is no longer read") as raised:
+        configuration.validate({"tolerance": {"fp32": 1e-4}})
     assert "\n" not in str(raised.value)
 
 
 def test_default_experiment_matches_the_brief():
-    cfg = config.load(ROOT / "config" / "config.yaml")
+    cfg = configuration.load(ROOT / "config" / "config.yaml")
     assert cfg["square_sizes"] == [256, 512, 1024, 2048, 4096, 8192, 16384]
     shapes = cfg["validation_shapes"]
     assert any(m != n != k != m for m, n, k in shapes), "a rectangular M≠N≠K shape"
@@ -40,7 +40,7 @@ def test_the_cpu_default_runs_every_planned_point():
     """What ./run.sh runs without a GPU: nothing planned is skipped, and no figure needs cuBLAS."""
     from gemmbench import plan
 
-    cfg = config.load(ROOT / "config" / "cpu.yaml")
+    cfg = configuration.load(ROOT / "config" / "cpu.yaml")
     variants = plan.variants(cfg, "cpu")
     assert {v.family for v in variants} == {"cpu"}
     for variant in variants:
@@ -56,7 +56,7 @@ def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):
     for name, says in [("missing.yaml", "no such file"), ("list.yaml", "expected a mapping"),
                        ("binary.yaml", "cannot be read as text")]:
         with pytest.raises(ConfigError, match=says) as caught:
-            config.read(tmp_path / name)
+            configuration.read(tmp_path / name)
         assert "\n" not in str(caught.value) and name in str(caught.value)
 
 
@@ -71,15 +71,15 @@ def test_a_config_file_that_cannot_be_one_is_named_in_one_line(tmp_path):
 ])
 def test_bad_config_names_the_key(bad, named):
     with pytest.raises(ConfigError) as err:
-        config.validate(bad)
+        configuration.validate(bad)
     assert named in str(err.value)
 
 
 def test_unknown_variant_and_params_are_named(cpu_config):
     from gemmbench import plan
     with pytest.raises(ConfigError, match="cpu/nope"):
-        plan.variants(config.validate({**cpu_config, "variants": ["cpu/nope"]}), "cpu")
-    cfg = config.validate({**cpu_config, "params": {"cpu/numba-tiled": {"tile_q": 3}}})
+        plan.variants(configuration.validate({**cpu_config, "variants": ["cpu/nope"]}), "cpu")
+    cfg = configuration.validate({**cpu_config, "params": {"cpu/numba-tiled": {"tile_q": 3}}})
     variant = {v.key: v for v in plan.variants(cfg, "cpu")}["cpu/numba-tiled"]
     with pytest.raises(ConfigError, match="tile_q"):
         plan.params(cfg, variant)
@@ -115,16 +115,17 @@ def test_running_device_cuda_without_a_gpu_fails_before_any_job(tmp_path, cpu_co
 
 def test_command_line_strings_are_read_as_the_schema_types():
     """`snakemake --config square_sizes='[1024]' tune='{enabled: false}'` hands every value over as a string."""
-    cfg = config.validate({"square_sizes": ["1024", "4096"], "tune": {"enabled": "false", "size_classes": ["512"]},
+    cfg = configuration.validate({"square_sizes": ["1024", "4096"],
+                                  "tune": {"enabled": "false", "size_classes": ["512"]},
                            "timing": {"budget_s": "2.5"}, "max_size": {"cpu": "512"}, "families": ["cpu"]})
     assert cfg["square_sizes"] == [1024, 4096] and cfg["tune"]["enabled"] is False
     assert cfg["tune"]["size_classes"] == [512]
     assert cfg["timing"]["budget_s"] == 2.5 and cfg["max_size"] == {"cpu": 512}
     # a variant's parameters too (they reached its build as strings: "can only concatenate str (not int) to str")
-    cfg = config.validate({"params": {"cupy/tc07_registers": {"BM": "256", "GROUP": "8", "name": "x"}}})
+    cfg = configuration.validate({"params": {"cupy/tc07_registers": {"BM": "256", "GROUP": "8", "name": "x"}}})
     assert cfg["params"] == {"cupy/tc07_registers": {"BM": 256, "GROUP": 8, "name": "x"}}
-    with pytest.raises(config.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
-        config.validate({"square_sizes": ["big"]})
+    with pytest.raises(configuration.ConfigError, match=r"sizes\[0\]: 'big' is not of type 'integer'"):
+        configuration.validate({"square_sizes": ["big"]})
 
 
 @pytest.mark.parametrize("args, says", [
@@ -165,9 +166,9 @@ def test_the_renamed_sizes_keys_are_still_read_each_said_once(caplog):
     with one line naming the new one, and its value wins over the default's new key (a file over config.yaml)."""
     old = {"sizes": [64], "tune": {"sizes": [32], "autotuner": {"sizes": [16]}}, "profile": {"sizes": [8]}}
     with caplog.at_level("WARNING", logger="gemmbench"):
-        config._said.clear()
-        cfg = config.validate({**old, "square_sizes": [256]})
-        config.validate(old)
+        configuration._said.clear()
+        cfg = configuration.validate({**old, "square_sizes": [256]})
+        configuration.validate(old)
     assert (cfg["square_sizes"], cfg["tune"]["size_classes"], cfg["tune"]["autotuner"]["size_classes"],
             cfg["profile"]["profiled_sizes"]) == ([64], [32], [16], [8])
     said = [r.getMessage() for r in caplog.records]

@@ -216,10 +216,10 @@ def test_a_tensor_core_rungs_tuning_key_covers_the_module_that_declares_it():
 def test_every_committed_tuning_result_matches_the_current_sources():
     """A stale committed result would silently trigger a search on every GPU of its model: re-tune and commit it.
     The H100's results cover every variant the default run tunes, in every mode it has."""
-    from gemmbench import config, plan
+    from gemmbench import configuration, plan
     from kernels import registry
 
-    cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
+    cfg = configuration.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
     variants = registry.load()
     found = {}
     for path in sorted(records.COMMITTED.glob("*/*/*/*.json")):
@@ -228,6 +228,6 @@ def test_every_committed_tuning_result_matches_the_current_sources():
         ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's
         assert ran_with and records.committed(cfg["tune"], variant, mode, gpu, ran_with)[1], f"{path} is stale"
         found.setdefault(gpu, set()).add(variant.key)
-    cfg = config.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}, "modes": list(registry.MODES)})
+    cfg = configuration.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}, "modes": list(registry.MODES)})
     tuned = {v.key for v in plan.variants(cfg, "cuda") if plan.tuned(cfg, v)}
     assert tuned == found["nvidia-h100-80gb-hbm3"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import config
+from gemmbench import configuration
 from gemmbench.measure import checking
 from gemmbench.stages import build, common, measure, profile, tune
 
@@ -16,7 +16,7 @@ def cfg(cpu_config, tmp_path):
     cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 128], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(point_timeout_s=5)
-    return config.validate(cpu_config)
+    return configuration.validate(cpu_config)
 
 
 def run_stages(cfg, tmp_path, key, size=32, mode="fp32"):
@@ -63,9 +63,9 @@ def test_a_point_much_slower_than_its_tuning_measured_is_flagged(cfg, tmp_path):
     kernel at a size class's own shape, on the same GPU model, slower than TUNING_SLACK times the tuning's time."""
     from gemmbench import plan
     from gemmbench.files import write_json
-    from gemmbench.measure import backend as backends
+    from gemmbench.measure import devices
 
-    gpu = plan.gpu_slug(backends.cpu_model())
+    gpu = plan.gpu_slug(devices.cpu_model())
     write_json(tmp_path / "tuning.json", {"gpu": gpu, "classes": {
         "32": {"params": {"delay_ms": 20}, "median_s": 0.004},  # the kernel sleeps 20 ms: five times slower here
         "128": {"params": {"delay_ms": 20}, "median_s": 1.0}}})  # measured slower than now: nothing to flag
@@ -149,7 +149,8 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "size_classes": [32, 64]},
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    record = tune.run(config.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune.json")
+    record = tune.run(configuration.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu",
+                      tmp_path / "tune.json")
     statuses = {(t["size"], t["params"]["delay_ms"]): t["status"] for t in record["trials"]}
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
@@ -170,7 +171,7 @@ def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallow
     committed = records.committed_path("test-cpu", variant, "fp32")
 
     def search(trials):
-        cfg = config.validate({**cpu_config, "tune": {"trials": trials, "size_classes": [32]}})
+        cfg = configuration.validate({**cpu_config, "tune": {"trials": trials, "size_classes": [32]}})
         return cfg, tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / f"tune-{trials}.json")
 
     shallow_cfg, shallow = search(2)
@@ -196,7 +197,7 @@ def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_an
     cpu_config.update(variant_modules=["tests.planted"], tune={"autotuner": {"trials": 3, "size_classes": [32]}},
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    record = tune.run(config.validate(cpu_config), "cpu/planted-searching", "fp32", "test-cpu",
+    record = tune.run(configuration.validate(cpu_config), "cpu/planted-searching", "fp32", "test-cpu",
                          tmp_path / "tune.json")
     found = record["classes"]["32"]
     assert found["params"] == {"delay_ms": 0} and found["records"] == ["ok", "rejected", "ok"]
@@ -207,7 +208,7 @@ def test_a_variants_own_search_proposes_and_the_tune_stage_compiles_validates_an
 def test_each_tuned_class_is_validated_at_an_off_tile_shape_with_its_own_parameters(tmp_path, cpu_config):
     cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 64], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
-    cfg = config.validate(cpu_config)
+    cfg = configuration.validate(cpu_config)
     tuned = {"gpu": "test-cpu", "classes": {"32": {"params": {"delay_ms": 0}}, "64": {"params": {"delay_ms": 1}}}}
     (tmp_path / "tune.json").write_text(json.dumps(tuned))
     build.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "tune.json")
@@ -288,7 +289,7 @@ def test_each_stage_runs_on_what_its_rule_passes_and_reads_all_of_it(tmp_path, c
                       cache_dir=str(tmp_path / "cache"), params={key: {}}, max_size={"cpu": 4096, "cupy": 64})
     if workload == "b2b":
         cpu_config["b2b"] = {"m": [64], "k0": [16], "n0": [16], "n1": [16], "validation_shapes": [[7, 5, 3, 2]]}
-    full = config.validate(cpu_config)
+    full = configuration.validate(cpu_config)
     paths = {name: tmp_path / f"{name}.json" for name in ("tune", "build", "validate", "bench")}
     run = {"tune": lambda c: tune.run(c, key, "fp32", "test-cpu", paths["tune"]),
            "build": lambda c: build.run(c, key, "fp32", paths["build"],

@@ -1,8 +1,9 @@
 """GPU-only checks (marked `gpu`; skipped without a CUDA device)."""
 import pytest
 
-from gemmbench import config
-from gemmbench.measure import backend as backends
+from gemmbench import configuration
+from gemmbench.measure import devices
+from gemmbench.measure.cuda_device import CudaBackend
 from gemmbench.stages import build, common, measure, profile, tune
 from kernels import registry
 from tests.timings import TIMINGS
@@ -17,12 +18,13 @@ def reference(a, b):
 
 @pytest.fixture(scope="module")
 def cuda():
-    return backends.create("cuda")
+    return CudaBackend()
 
 
 @pytest.mark.parametrize("mode", registry.MODES)
 def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
-    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": [mode], "square_sizes": [256, 1024],
+    cfg = configuration.validate({"device": "cuda", "families": ["cublas"], "modes": [mode],
+                                  "square_sizes": [256, 1024],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [1000, 999, 1001], [4096, 96, 8192]]})
     built = build.run(cfg, "cublas/gemm", mode, tmp_path / "build.json")
     assert built["status"] == "ok" and built["cublas_version"] > 0
@@ -49,7 +51,7 @@ def test_device_facts_have_peak_bandwidth_and_versions(cuda):
     facts = cuda.facts()
     assert facts["sm_count"] > 0 and facts["max_sm_clock_mhz"] > 0
     assert facts["copy_bandwidth_gbps"] > 100
-    if facts["compute_capability"] in backends.FLOP_PER_CLOCK_PER_SM:
+    if facts["compute_capability"] in devices.FLOP_PER_CLOCK_PER_SM:
         assert facts["peak_tflops"].get("fp32", 0) > 0
     assert facts["versions"]["cublas"] > 0 and facts["driver"]
     telemetry = cuda.telemetry()
@@ -58,7 +60,7 @@ def test_device_facts_have_peak_bandwidth_and_versions(cuda):
 
 def test_a_run_that_waits_on_the_device_is_refused_not_mistimed(cuda, monkeypatch):
     monkeypatch.setattr(cuda, "BLOCK_TIMEOUT_NS", 200_000_000)
-    from gemmbench.measure.cuda_backend import BlockedTooLong
+    from gemmbench.measure.cuda_device import BlockedTooLong
 
     with pytest.raises(BlockedTooLong):
         cuda.device_time(lambda: cuda.cupy.cuda.runtime.deviceSynchronize())
@@ -86,7 +88,7 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
 
     from gemmbench.tuning import records
     variant = registry.load()[key]
-    cfg = config.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
+    cfg = configuration.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": ["fp32"],
                            "square_sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048]]})
@@ -110,7 +112,7 @@ def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_spac
 
     from gemmbench.tuning import search
     variant = TENSOR_CORE[key]
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
+    cfg = configuration.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
                            "square_sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048],
@@ -133,7 +135,8 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
     narrow = variant.unsupported(4096, 1000, 256, 256, {}) is not None
     axes = ({"m": [4096], "k0": [64, 37], "n0": [64, 33], "n1": [64, 30]} if narrow
             else {"m": [4096], "k0": [64, 1000], "n0": [256], "n1": [64, 256]})
-    cfg = config.validate({"device": "cuda", "workloads": ["b2b"], "families": [variant.family], "variants": [key],
+    cfg = configuration.validate({"device": "cuda", "workloads": ["b2b"], "families": [variant.family],
+                                  "variants": [key],
                            "b2b": axes})
     declared = lambda r: r["status"] == "skipped" and variant.unsupported(r["m"], r["k0"], r["n0"], r["n1"], {})  # noqa: E731
     for mode in variant.modes:
@@ -147,7 +150,7 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
-    cfg = config.validate({"device": "cuda", "tune": {"trials": 3, "square_sizes": [128, 512]}})
+    cfg = configuration.validate({"device": "cuda", "tune": {"trials": 3, "square_sizes": [128, 512]}})
     record = tune.run(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "tune.json")
     assert set(record["classes"]) == {"128", "512"} and len(record["trials"]) == 6
     for size, best in record["classes"].items():
@@ -160,7 +163,7 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     validated and timed by the harness's supervised worker), then the build with its record, validated at shapes
     it was not tuned for."""
     key = "tvm/04_metaschedule"
-    cfg = config.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"],
+    cfg = configuration.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"],
                            "square_sizes": [512],
                            "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
                            "tune": {"autotuner": {"trials": 16, "size_classes": [256]}}})
@@ -181,7 +184,7 @@ def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_
     from gemmbench.__main__ import main
     from gemmbench.tuning import records
 
-    cfg = config.validate({"device": "cuda"})
+    cfg = configuration.validate({"device": "cuda"})
     _, committed = records.committed(cfg["tune"], registry.load()["cupy/06_blocktile_2d"], "fp32", plan.gpu_model(cfg))
     code = main(["run", "cupy/06_blocktile_2d", "--size", "1024"])
     err = capsys.readouterr().err
@@ -190,7 +193,7 @@ def test_the_cli_runs_a_tuned_variant_with_the_committed_tuning_as_the_pipeline_
 
 
 def test_a_gpu_point_reports_its_clocks_over_the_sampling_window(tmp_path):
-    cfg = config.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "square_sizes": [2048],
+    cfg = configuration.validate({"device": "cuda", "families": ["cublas"], "modes": ["fp32"], "square_sizes": [2048],
                            "validation_shapes": []})
     build.run(cfg, "cublas/gemm", "fp32", tmp_path / "build.json")
     row = measure.run(cfg, "cublas/gemm", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
@@ -207,7 +210,7 @@ NOT_FP32 = "not fp32 arithmetic"
 
 def _measure(tmp_path, variant, timing, sizes=(1024,), shapes=()):
     family = variant.split("/")[0]
-    cfg = config.validate({"device": "cuda", "families": [family], "variants": [variant], "modes": ["fp32"],
+    cfg = configuration.validate({"device": "cuda", "families": [family], "variants": [variant], "modes": ["fp32"],
                            "square_sizes": list(sizes), "validation_shapes": [list(s) for s in shapes],
                            "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing],
                            "cache_dir": str(tmp_path / "cache")})
@@ -271,7 +274,7 @@ def test_a_cheat_that_cannot_hit_is_timed_with_its_work(tmp_path, timing, cheat)
     published is that of the work (not faster than cuBLAS's on the same shape)."""
     times = {}
     for variant in (cheat, "cublas/gemm"):
-        cfg = config.validate({"device": "cuda", "families": ["cupy", "cublas"], "variants": [variant],
+        cfg = configuration.validate({"device": "cuda", "families": ["cupy", "cublas"], "variants": [variant],
                                "modes": ["fp32"], "square_sizes": [1024], "validation_shapes": [],
                                "variant_modules": ["tests.planted_gpu"], "timing": TIMINGS[timing]})
         build.run(cfg, variant, "fp32", tmp_path / "build.json")
@@ -288,7 +291,7 @@ def test_the_stream_check_leaves_the_harness_stream_current_and_times_what_runs_
     stream, that must still be the harness's, or the timing's events would bracket nothing."""
     import cupy
 
-    backend = backends.create("cuda")
+    backend = CudaBackend()
     a = cupy.ones((2048, 2048), dtype=cupy.float32)
     out = cupy.empty_like(a)
     run = lambda: cupy.matmul(a, a, out=out)  # noqa: E731
@@ -315,7 +318,7 @@ def test_the_profile_stage_counts_one_launch_of_the_bench_kernels_only(tmp_path)
 
     if not shutil.which("ncu"):
         pytest.skip("Nsight Compute (ncu) not on PATH")
-    cfg = config.validate({"device": "cuda", "families": ["cupy"], "modes": ["fp32"], "square_sizes": [1024],
+    cfg = configuration.validate({"device": "cuda", "families": ["cupy"], "modes": ["fp32"], "square_sizes": [1024],
                            "variants": ["cupy/05_blocktile_1d"], "tune": {"enabled": False},
                            "profile": {"profiled_sizes": [1024]}, "cache_dir": str(tmp_path / "cache")})
     key = "cupy/05_blocktile_1d"

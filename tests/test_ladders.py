@@ -9,10 +9,10 @@ import math
 import pytest
 from test_cupy_kernels import committed_params
 
+import kernels.cupy.variants
+import kernels.numba.variants
 from gemmbench.tuning import search
 from kernels import registry
-from kernels.cupy import variants as cupy_ladder
-from kernels.numba import variants as numba_ladder
 from kernels.tiles import cdiv
 
 
@@ -23,8 +23,8 @@ def _grid_kind(rung) -> str:
     return rung.grid
 
 
-RUNGS = [(f"cupy/{r.name}", r) for r in cupy_ladder.RUNGS] + \
-    [(f"numba/{r.variant_name}", r) for r in numba_ladder.RUNGS]
+RUNGS = [(f"cupy/{r.name}", r) for r in kernels.cupy.variants.RUNGS] + \
+    [(f"numba/{r.variant_name}", r) for r in kernels.numba.variants.RUNGS]
 LADDERS = [(key, rung) for key, rung in RUNGS if not getattr(rung, "gufunc", False)]  # a gufunc has no launch
 
 

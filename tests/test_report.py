@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from gemmbench.measure import ncu
 from gemmbench.present.plots import plot_all
 from gemmbench.present.report import render_report
 
@@ -437,9 +438,8 @@ def _profiled(run: dict) -> pd.DataFrame:
     """The committed H100 export (tests/data) parsed, standing for two CuPy rungs of `run` at 512 in fp32: the second
     with more registers, less occupancy and 128-bit shared loads (512 bytes a warp instruction), as a rung that
     tiles in registers."""
-    from gemmbench.measure import profile
 
-    kernel = profile.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())[0]
+    kernel = ncu.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())[0]
     summary = run["summary"]
     rows = []
     for variant, registers, occupancy, width in (("naive", 64, 50.0, 128.0), ("tiled", 128, 25.0, 512.0)):
@@ -454,9 +454,8 @@ def _profiled(run: dict) -> pd.DataFrame:
 def test_the_profile_section_explains_each_rung_in_counters(tmp_path):
     """Parsed from a committed Nsight Compute export: each rung's counters beside its TFLOP/s, what changed against
     the rung before, its top stall, and the stall figure."""
-    from gemmbench.measure import profile
 
-    parsed = profile.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())
+    parsed = ncu.parse((ROOT / "tests/data/ncu-raw-cupy12-h100.csv").read_text())
     assert len(parsed) == 1 and parsed[0]["registers"] == 226 and parsed[0]["achieved_occupancy_pct"] == 12.5
     shares = [v for k, v in parsed[0].items() if k.startswith("stall_")]
     assert sum(shares) == pytest.approx(1.0) and parsed[0]["top_stall"] == "dispatch_stall"
@@ -472,10 +471,9 @@ def test_the_fixed_metric_set_is_what_ncu_reports_on_an_h100():
     """The profile stage's own export of cuBLAS FP32 at 8192 on an H100 (tests/data; ncu 2025.3.1): every counter of
     the fixed set has a value, and they agree with the hand-made Nsight Compute file of the same kernel
     (reports/examples/h100-fp32-ceiling/ncu-cublas-8192.txt: SM 87.12%, memory 59.59%, 21.14 ms, 256 threads)."""
-    from gemmbench.measure import profile
 
-    [kernel] = profile.parse((ROOT / "tests/data/ncu-profile-cublas-fp32-8192-h100.csv").read_text())
-    assert [column for column in profile.METRICS if kernel[column] is None] == []
+    [kernel] = ncu.parse((ROOT / "tests/data/ncu-profile-cublas-fp32-8192-h100.csv").read_text())
+    assert [column for column in ncu.METRICS if kernel[column] is None] == []
     hand_made = (ROOT / "reports/examples/h100-fp32-ceiling/ncu-cublas-8192.txt").read_text()
     assert kernel["kernel"] in hand_made
     sm, memory = (float(re.search(rf"{name}\s+%\s+([\d.]+)", hand_made).group(1))

@@ -4,7 +4,7 @@ import logging
 import os
 import re
 
-from gemmbench import ROOT, config
+from gemmbench import ROOT, configuration
 from gemmbench.stages import build, measure
 
 
@@ -24,7 +24,7 @@ def _workers(caplog) -> list[tuple[str, int]]:
 
 def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_config, tmp_path, caplog):
     cpu_config.update(square_sizes=[64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
-    cfg = config.validate(cpu_config)
+    cfg = configuration.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")
     first = _measure(cfg, tmp_path, "cpu/numpy-blas")
     second = _measure(cfg, tmp_path, "cpu/numba-tiled")
@@ -58,7 +58,7 @@ def test_a_worker_whose_variant_module_changed_is_replaced(cpu_config, tmp_path,
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), str(ROOT)]))
     cpu_config.update(variant_modules=["edited_kernel"], square_sizes=[32], validation_shapes=[[7, 13, 5]],
                       cache_dir=str(tmp_path / "cache"))
-    cfg = config.validate(cpu_config)
+    cfg = configuration.validate(cpu_config)
     caplog.set_level(logging.INFO, logger="gemmbench")
     _measure(cfg, tmp_path, "cpu/edited-matmul")
     (modules / "edited_kernel.py").write_text(KERNEL + "\n# edited\n")

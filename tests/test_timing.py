@@ -140,7 +140,7 @@ def test_converged_means_the_precision_target_was_met_whatever_ended_sampling():
 
 
 def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
-    from gemmbench.measure.backend import ClockWatch
+    from gemmbench.measure.devices import ClockWatch
 
     clocks = iter([1980, 1980, 1500, 1980] + [1980] * 1000)
 
@@ -178,7 +178,7 @@ class PowerCappedBackend(CountingBackend):
         return {"sm_clock_mhz": self.clock, "slowdown": ["sw_power_cap"] if self.clock < 1980 else []}
 
     def watch(self):
-        from gemmbench.measure.backend import ClockWatch
+        from gemmbench.measure.devices import ClockWatch
 
         return ClockWatch(self.telemetry if self.has_telemetry else None, interval_s=0.001)
 

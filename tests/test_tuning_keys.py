@@ -123,11 +123,11 @@ def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count
     searched with other compilers (the GPU node's NVRTC 13.0 for the README's 13.5); not to another architecture."""
     import json
 
-    from gemmbench import config
+    from gemmbench import configuration
     from gemmbench.tuning import records
     from kernels import registry
 
-    cfg = config.validate({})["tune"]
+    cfg = configuration.validate({})["tune"]
     variant = registry.load()["cupy/10_pipelined"]
     h100 = json.loads((records.COMMITTED / "nvidia-h100-80gb-hbm3" / records.GPU_FACTS).read_text())
     same = {"compute_capability": h100["compute_capability"], "sm_count": h100["sm_count"]}

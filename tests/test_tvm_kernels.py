@@ -333,12 +333,12 @@ def test_metaschedule_runs_without_a_trial_budget_where_its_committed_tuning_sta
     """Enabled by default once tuned: with tune.autotuner.trials 0, a result committed for the GPU model runs as it
     was searched (its own settings) while it stands for the current sources; without one, or a stale one, the
     variant is left out."""
-    from gemmbench import config, plan
+    from gemmbench import configuration, plan
     from gemmbench.tuning import records
     from kernels import registry
 
     monkeypatch.setattr(records, "COMMITTED", tmp_path)
-    cfg = config.validate({"device": "cuda", "tune": {"gpu": "Test GPU"}})
+    cfg = configuration.validate({"device": "cuda", "tune": {"gpu": "Test GPU"}})
     variant = registry.load()["tvm/04_metaschedule"]
     assert not plan.tuned(cfg, variant)
     settings = {"trials": 7, "seed": 0, "sizes": [4096]}

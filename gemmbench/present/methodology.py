@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from gemmbench import workloads
 from gemmbench.measure import checking
-from gemmbench.measure.backend import EXPONENT_RANGE
+from gemmbench.measure.devices import EXPONENT_RANGE
 from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 
 

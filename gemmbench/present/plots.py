@@ -348,7 +348,7 @@ def profile_stalls(profile: pd.DataFrame) -> plt.Figure:
     """Where each rung's warps wait (Nsight Compute's stall reasons, as shares of all stalls), along each ladder: one
     panel per family, mode and size, its variants in ladder order, the eight largest reasons of the whole table
     coloured and the rest grey."""
-    from gemmbench.measure.profile import STALLS
+    from gemmbench.measure.ncu import STALLS
 
     ok = profile[profile["status"] == "ok"] if not profile.empty else profile
     if ok.empty:

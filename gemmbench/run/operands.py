@@ -7,8 +7,7 @@ import time
 from collections import OrderedDict
 
 from gemmbench import workloads
-from gemmbench.measure import backend as backends
-from gemmbench.measure import checking
+from gemmbench.measure import checking, devices
 from gemmbench.run.task import Point
 
 
@@ -76,7 +75,7 @@ REFERENCES = References()
 
 def reference(workload, backend, operands) -> tuple:
     """(the fp64 result of `operands`, each element's scale (Workload.scale)), computed now."""
-    wide = [backends.widened(backend.xp, x) for x in operands]
+    wide = [devices.widened(backend.xp, x) for x in operands]
     pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
     backend.synchronize()
     return pair

@@ -106,7 +106,7 @@ def build_row(variant, task: Task, backend) -> dict:
 
 
 def profile_row(variant, builds, backend, task: Task, point: Point) -> dict:
-    """One launch for a profiler started with profiling off (measure/profile.py): the point's kernels loaded and
+    """One launch for a profiler started with profiling off (measure/ncu.py): the point's kernels loaded and
     launched once on fresh inputs, then launched again between cudaProfilerStart and cudaProfilerStop, as the bench
     launches them (its stream, hot cache)."""
     params, built = builds.for_point(point)

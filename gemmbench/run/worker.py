@@ -22,8 +22,7 @@ import traceback
 from pathlib import Path
 
 from gemmbench import ROOT
-from gemmbench.measure import backend as backends
-from gemmbench.measure import guard
+from gemmbench.measure import devices, guard
 from gemmbench.run import rows
 from gemmbench.run.operands import REFERENCES, References
 from gemmbench.run.task import Task
@@ -54,11 +53,19 @@ _backends: dict = {}
 HARNESS_THREADS: set = set()  # native threads the harness itself started (a device's runtime, a BLAS pool)
 
 
+def _create(device: str) -> devices.Backend:
+    if device == "cuda":
+        from gemmbench.measure.cuda_device import CudaBackend  # CuPy only where a GPU runs
+
+        return CudaBackend()
+    return devices.Backend()
+
+
 def _backend(device: str):
     """One backend (streams, timing kernels, scratch) per device and process: a resident worker's tasks share it."""
     if device not in _backends:
         before = guard.native_threads()
-        _backends[device] = backends.create(device)
+        _backends[device] = _create(device)
         HARNESS_THREADS.update(guard.native_threads() - before)
         if device == "cuda":
             total = _backends[device].xp.cuda.Device().mem_info[1]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gemmbench import ROOT, plan, workloads
 from gemmbench.files import read_json
-from gemmbench.measure import backend, provenance
+from gemmbench.measure import devices, provenance
 from gemmbench.tuning import records
 from kernels import registry
 
@@ -45,7 +45,7 @@ def base_row(config, variant, mode, shape: plan.Shape) -> dict:
     return {"gpu": None, "gpu_uuid": None, "host": None, "device": variant.device, "workload": variant.workload,
             "family": variant.family, "variant": variant.name, "role": variant.role, "mode": mode,
             **shape.sizes, "shape_kind": shape.kind, "cache": config["cache"],
-            "seed": backend.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT)),
+            "seed": devices.seed_for(config["seed"], *shape.sizes.values()), **provenance.source(str(ROOT)),
             "source_digest": provenance.sources_digest(str(ROOT), tuple(records.determining_files(variant)))}
 
 

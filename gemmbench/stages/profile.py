@@ -1,4 +1,4 @@
-"""The profile stage: Nsight Compute's counters of one launch per profiled sweep shape (measure/profile.py reads
+"""The profile stage: Nsight Compute's counters of one launch per profiled sweep shape (measure/ncu.py reads
 them), on the kernels the build compiled."""
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 from gemmbench import plan
 from gemmbench.files import read_json, write_json
-from gemmbench.measure import profile as counters
 from gemmbench.run.supervise import run_task
 from gemmbench.run.task import Point, Task
 from gemmbench.stages.common import base_row, variant_of
@@ -19,7 +18,7 @@ log = logging.getLogger("gemmbench")
 
 
 def run(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
-    """Nsight Compute's counters (measure/profile.py) of one launch of the variant at each profiled sweep shape, on the
+    """Nsight Compute's counters (measure/ncu.py) of one launch of the variant at each profiled sweep shape, on the
     kernels its build compiled, fresh inputs and the bench's stream: one row per kernel the launch ran, or one row
     per shape that says why it has none (ncu missing or not permitted, a shape the variant does not run, a failure).
     The profiler's raw CSV is kept beside `out`, one file per shape."""
@@ -40,15 +39,15 @@ def run(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
             continue
         raw = raw_dir / f"{shape.label}.csv"
         task = dataclasses.replace(Task.of("profile", config, variant, mode, [Point(shape.sizes, base["seed"])],
-                                            built.get("tuned")), wrap=counters.command(ncu, str(raw)))
+                                            built.get("tuned")), wrap=ncu.command(ncu, str(raw)))
         start = time.perf_counter()
         done, device = run_task(task, config["timing"]["point_timeout_s"],
                                 lambda i: f"profile {key} {mode} {shape.label}")
         ran, base = done[0], {**base, **({k: device[k] for k in ("gpu", "gpu_uuid", "host")} if device else {})}
         text = raw.read_text(errors="replace") if raw.exists() else ""
-        kernels = counters.parse(text) if ran["status"] == "ok" else []
+        kernels = ncu.parse(text) if ran["status"] == "ok" else []
         if not kernels:
-            restricted = counters.RESTRICTED in text
+            restricted = ncu.RESTRICTED in text
             status = "skipped" if restricted else ("error" if ran["status"] == "ok" else ran["status"])
             message = ("the GPU's performance counters are not permitted to this user (ncu: ERR_NVGPUCTRPERM)"
                        if restricted else ran["message"] if ran["status"] != "ok" else "ncu profiled no kernel")

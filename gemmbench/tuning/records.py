@@ -17,6 +17,7 @@ from pathlib import Path
 from gemmbench import ROOT
 from gemmbench.files import digest, write_json
 from gemmbench.measure import provenance
+from gemmbench.measure.timing import AUDIT_MAX_S
 from gemmbench.tuning import codekey
 from kernels import registry
 
@@ -244,3 +245,24 @@ def _same_kind(folder: Path, facts: dict | None) -> bool:
 
 def covers(ran: dict, wanted: dict) -> bool:
     return ran["trials"] >= wanted["trials"] and {**ran, "trials": wanted["trials"]} == wanted
+
+
+def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
+    """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
+    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
+    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
+    timing = tune["timing"]
+    for path in sorted(COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
+        trials = json.loads(path.read_text()).get("trials")
+        if not trials:
+            continue
+        seconds = 0.0
+        for trial in trials:
+            m = trial.get("median_s") or 0.0
+            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
+                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
+            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
+            # compile, validation (two launches), warm-up, sampling and the audit that can match it
+            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, AUDIT_MAX_S)
+        return seconds, path.parts[-4]
+    return None

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from gemmbench import plan, workloads
 from gemmbench.files import read_json, write_json
-from gemmbench.measure import backend
-from gemmbench.measure.timing import AUDIT_MAX_S
+from gemmbench.measure import devices
 from gemmbench.run import gpus
 from gemmbench.run.supervise import compile_ahead, run_task
 from gemmbench.run.task import Point, Task
@@ -37,27 +36,6 @@ def candidates(variant: registry.Variant, defaults: dict, trials: int, seed: int
             valid.append(params)
     random.Random(seed).shuffle(valid)
     return [dict(defaults), *valid[: max(0, trials - 1)]]
-
-
-def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
-    """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
-    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
-    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
-    timing = tune["timing"]
-    for path in sorted(records.COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
-        trials = json.loads(path.read_text()).get("trials")
-        if not trials:
-            continue
-        seconds = 0.0
-        for trial in trials:
-            m = trial.get("median_s") or 0.0
-            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
-                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
-            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
-            # compile, validation (two launches), warm-up, sampling and the audit that can match it
-            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, AUDIT_MAX_S)
-        return seconds, path.parts[-4]
-    return None
 
 
 def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -> dict:
@@ -86,7 +64,6 @@ def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
             best = min(ok, key=lambda r: r["median_s"])
             classes[str(size)] = {"params": best["params"], "median_s": best["median_s"], "tflops": best["tflops"]}
     return classes
-
 
 
 def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
@@ -128,7 +105,7 @@ TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registe
 def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
     """A tune trial: `params` timed at the square shape of class `size`."""
     sizes = dict.fromkeys(workloads.get(variant.workload).axes, size)
-    return Point(sizes, backend.seed_for(config["seed"], *sizes.values()), params, size)
+    return Point(sizes, devices.seed_for(config["seed"], *sizes.values()), params, size)
 
 
 def measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:

@@ -8,8 +8,8 @@ from snakemake.exceptions import WorkflowError
 # This workflow's gemmbench and kernels, here and in every job, run by this interpreter (see first_on_path).
 sys.path.insert(0, workflow.basedir)
 
-from gemmbench import config as gemmbench_config, first_on_path, logs, plan, workloads
-from gemmbench.config import ConfigError
+from gemmbench import configuration, first_on_path, logs, plan, workloads
+from gemmbench.configuration import ConfigError
 from gemmbench.measure import provenance
 from gemmbench.present import views
 from gemmbench.run import locks
@@ -25,7 +25,7 @@ if workflow.is_main_process:  # before Snakemake takes the directory's lock: a k
     locks.release_if_stale(Path.cwd(), sys.argv)
 
 try:
-    _validated = gemmbench_config.validate(config)
+    _validated = configuration.validate(config)
     config.clear()
     config.update(_validated)  # scripts see the validated config, defaults filled in
     if config["device"] == "auto" and not workflow.is_main_process:

@@ -1,4 +1,4 @@
-# Nsight Compute's counters of one launch per GPU variant, mode and profiled size (gemmbench/measure/profile.py), taken
+# Nsight Compute's counters of one launch per GPU variant, mode and profiled size (gemmbench/measure/ncu.py), taken
 # on the GPU like a measure job: its own target (snakemake --cores all profile), and part of the run with
 # profile.enabled, whose report then explains each rung in counters.
 rule profile_variant:

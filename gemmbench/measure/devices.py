@@ -1,6 +1,6 @@
-"""Where arrays live and how time is read: NumPy on the CPU, CuPy on a CUDA GPU.
-
-Both backends offer the same operations, so validation and timing are one code path for every family.
+"""Where arrays live and how time is read: NumPy on the CPU (Backend, here), CuPy on a CUDA GPU (cuda_device.py's
+CudaBackend, a Backend). Both offer the same operations, so validation and timing are one code path for every
+family. Also the devices' facts: peaks, the CPU's model, copy bandwidth, and the seeds of a point's inputs.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -221,10 +222,8 @@ class Backend:
     def telemetry(self) -> dict:
         return {}
 
-    def watch(self):
+    def watch(self) -> "ClockWatch":
         """Clocks over a measurement window (nothing to read on a CPU)."""
-        from gemmbench.measure.cuda_backend import ClockWatch
-
         return ClockWatch(None)
 
     def runs_outside_stream(self, run, out) -> str | None:
@@ -285,9 +284,40 @@ def copy_bandwidth_gbps(backend, nbytes: int, repeats: int = 5) -> float:
     return 2 * nbytes / best / 1e9
 
 
-def create(device: str) -> Backend:
-    if device == "cuda":
-        from gemmbench.measure.cuda_backend import CudaBackend  # CuPy only where a GPU runs
+class ClockWatch:
+    """Reads the GPU's telemetry every `interval_s` from a thread while a block runs (sampling), so that a clock
+    drop or a slowdown inside the window shows, not only one before and after it. NVML's reads take microseconds
+    on the host and none on the device, whose events time the samples."""
 
-        return CudaBackend()
-    return Backend()
+    def __init__(self, read, interval_s: float = 0.01):
+        self.read, self.interval_s, self.reads = read, interval_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True) if read else None
+
+    def _poll(self) -> None:
+        while True:
+            self.reads.append(self.read())
+            if self._stop.wait(self.interval_s):
+                break
+
+    def __enter__(self) -> "ClockWatch":
+        if self._thread:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread:
+            self._stop.set()
+            self._thread.join()
+            self.reads.append(self.read())  # the window's end, however short it was
+
+    def summary(self) -> dict:
+        """Mean and lowest SM clock over the window, the share of reads with a power or thermal slowdown, and the
+        slowdown reasons seen (empty without telemetry)."""
+        if not self.reads:
+            return {}
+        clocks = [r["sm_clock_mhz"] for r in self.reads]
+        slowed = [r["slowdown"] for r in self.reads if r["slowdown"]]
+        return {"sm_clock_mean_mhz": float(np.mean(clocks)), "sm_clock_min_mhz": float(min(clocks)),
+                "slowdown_share": len(slowed) / len(self.reads), "clock_reads": len(self.reads),
+                "slowdown": sorted({reason for reasons in slowed for reason in reasons})}

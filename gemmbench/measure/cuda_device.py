@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmbench.measure import provenance
-from gemmbench.measure.backend import FLOP_PER_CLOCK_PER_SM, Backend, cpu_model
+from gemmbench.measure.devices import FLOP_PER_CLOCK_PER_SM, Backend, ClockWatch, cpu_model
 
 HERE = Path(__file__).parent
 
@@ -216,45 +216,6 @@ class CudaBackend(Backend):
                {"peak_unknown": f"compute capability {cc} is not in the table of rates: timings are not gated"}),
             "versions": versions,
         }
-
-
-class ClockWatch:
-    """Reads the GPU's telemetry every `interval_s` from a thread while a block runs (sampling), so that a clock
-    drop or a slowdown inside the window shows, not only one before and after it. NVML's reads take microseconds
-    on the host and none on the device, whose events time the samples."""
-
-    def __init__(self, read, interval_s: float = 0.01):
-        self.read, self.interval_s, self.reads = read, interval_s, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True) if read else None
-
-    def _poll(self) -> None:
-        while True:
-            self.reads.append(self.read())
-            if self._stop.wait(self.interval_s):
-                break
-
-    def __enter__(self) -> "ClockWatch":
-        if self._thread:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._thread:
-            self._stop.set()
-            self._thread.join()
-            self.reads.append(self.read())  # the window's end, however short it was
-
-    def summary(self) -> dict:
-        """Mean and lowest SM clock over the window, the share of reads with a power or thermal slowdown, and the
-        slowdown reasons seen (empty without telemetry)."""
-        if not self.reads:
-            return {}
-        clocks = [r["sm_clock_mhz"] for r in self.reads]
-        slowed = [r["slowdown"] for r in self.reads if r["slowdown"]]
-        return {"sm_clock_mean_mhz": float(np.mean(clocks)), "sm_clock_min_mhz": float(min(clocks)),
-                "slowdown_share": len(slowed) / len(self.reads), "clock_reads": len(self.reads),
-                "slowdown": sorted({reason for reasons in slowed for reason in reasons})}
 
 
 def _nvml_handle(pci_bus_id: str):
