@@ -480,3 +480,23 @@ def test_the_fixed_metric_set_is_what_ncu_reports_on_an_h100():
                   for name in (r"Compute \(SM\) Throughput", "Memory Throughput"))
     assert abs(kernel["sm_throughput_pct"] - sm) < 1 and abs(kernel["memory_throughput_pct"] - memory) < 1
     assert kernel["block_size"] == 256 and kernel["fma_pipe_instructions"] > 0.8 * kernel["instructions"]
+
+
+def test_every_figure_of_the_h100_example_shows_what_it_draws():
+    """Drawn again from the H100 example's tables, no figure has an empty panel without a note saying why, a point
+    outside its axes that no note counts, or texts on top of each other (the validation figure once fitted its axis
+    to the bound line alone: every point fell below it)."""
+    import json as json_module
+
+    from gemmbench.present import tables, views
+    from gemmbench.present.axes import figure_problems
+    from gemmbench.present.plots import draw_all
+
+    example = ROOT / "reports/examples/h100"
+    summary, validation = tables.read(example / "summary.csv"), tables.read(example / "validation.csv")
+    devices = json_module.loads((example / "devices.json").read_text())
+    problems = {}
+    for name, fig in draw_all(summary, validation, devices, views.figures_of(summary)):
+        problems[name] = figure_problems(fig)
+        plt.close(fig)
+    assert "validation_error" in problems and not any(problems.values()), problems

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
@@ -59,3 +60,47 @@ def throttled(r) -> str:
         return ""
     reasons = getattr(r, "throttle_reasons", None)
     return reasons if isinstance(reasons, str) and reasons else "clock dropped"
+
+
+NOTE_WORDS = ("below the axis", "above the axis", "outside", "no ", "not ")  # a panel's note that accounts for points
+
+
+def _marked(ax: plt.Axes) -> np.ndarray:
+    """The (x, y) of a panel's data markers: scatter points, and the vertices of lines drawn with markers (a line
+    without markers, such as a roofline's ceiling, may run past the axes by design)."""
+    points = [line.get_xydata() for line in ax.get_lines()
+              if line.get_transform() == ax.transData and line.get_marker() not in (None, "None", "", " ")]
+    points += [c.get_offsets() for c in ax.collections if c.get_offset_transform() == ax.transData]
+    xy = np.concatenate([np.asarray(p, dtype=float).reshape(-1, 2) for p in points] or [np.empty((0, 2))])
+    return xy[np.isfinite(xy).all(axis=1)]
+
+
+def figure_problems(fig: plt.Figure) -> list[str]:
+    """What a reader would miss or misread in a drawn figure: a panel with no data and no note saying why, data
+    markers outside a panel's axes that no note counts, and texts (titles, notes) that overlap."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        if not ax.axison or not ax.get_visible():
+            continue
+        name = ax.get_title(loc="left") or ax.get_title() or ax.get_ylabel() or "a panel"
+        xy = _marked(ax)
+        drawn = len(xy) + sum(1 for line in ax.get_lines() if line.get_transform() == ax.transData) + \
+            sum(1 for patch in ax.patches if patch.get_height())
+        notes = " ".join(text.get_text() for text in ax.texts).lower()
+        accounted = any(word in notes for word in NOTE_WORDS)
+        if not drawn and not accounted:
+            found.append(f"{name}: an empty panel and no note saying why")
+        (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        outside = int(((xy[:, 0] < x0) | (xy[:, 0] > x1) | (xy[:, 1] < y0) | (xy[:, 1] > y1)).sum())
+        if outside and not accounted:
+            found.append(f"{name}: {outside} point(s) outside the axes and no note counting them")
+    texts = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, *ax.texts)]
+    texts = list({id(t): t for t in [*texts, *fig.texts, *([fig._suptitle] if fig._suptitle else [])]}.values())
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text().strip()]
+    for i, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[i + 1:]:
+            if box.overlaps(other_box):
+                found.append(f"texts overlap: {text!r} and {other!r}")
+    return found

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -17,8 +19,10 @@ from matplotlib import ticker
 from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.present import views
-from gemmbench.present.axes import log2_size_axis, modes_in, placeholder, readable
+from gemmbench.present.axes import figure_problems, log2_size_axis, modes_in, placeholder, readable
 from gemmbench.present.tables import per_workload
+
+log = logging.getLogger("gemmbench")
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 
@@ -50,12 +54,9 @@ def _style(series: str) -> tuple:
     return STYLES.get(series) or (sns.color_palette("tab10")[hash(series) % 10], "o")
 
 
-def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
-             outdir: Path, names=views.get("gemm").figures) -> dict[str, Path]:
-    """Write the named figures (views.figure_name: each draws one workload's rows) into `outdir`; return
-    {figure name: PNG path}."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+def draw_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
+             names=views.get("gemm").figures) -> Iterator[tuple[str, plt.Figure]]:
+    """The named figures (views.figure_name: each draws one workload's rows), drawn one at a time."""
     ok = _with_labels(summary[summary["status"] == "ok"].dropna(subset=["tflops"])
                       if not summary.empty else summary)
     checked = _with_labels(validation.dropna(subset=["rel_error"]) if not validation.empty else validation)
@@ -70,11 +71,22 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
         **{name: (lambda ok, checked, make=make: make(ok))
            for view in views.VIEWS.values() for name, make in view.plots.items()},
     }
-    figures = {}
     for name in names:
         workload, figure = views.figure_of(name)
-        figures[name] = save(drawn[figure](_of_workload(ok, workload), _of_workload(checked, workload)),
-                              outdir / name)
+        yield name, drawn[figure](_of_workload(ok, workload), _of_workload(checked, workload))
+
+
+def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict],
+             outdir: Path, names=views.get("gemm").figures) -> dict[str, Path]:
+    """Write the named figures into `outdir`; return {figure name: PNG path}. What a figure would hide from its reader
+    (figure_problems) is said in the log."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    for name, fig in draw_all(summary, validation, devices, names):
+        for problem in figure_problems(fig):
+            log.warning("figure %s: %s", name, problem)
+        figures[name] = save(fig, outdir / name)
     return figures
 
 
@@ -141,10 +153,13 @@ LOG_SPAN = 1e4  # a log axis shows at most four decades below its highest value;
 
 
 def _fit_log_axis(ax: plt.Axes, values=None) -> None:
-    """A log y axis over the panel's own points (`values`, else its lines'), at most LOG_SPAN deep: a point far below
-    the rest (a CPU kernel at 5e-5 TFLOP/s) is written under the axis, not allowed to stretch it."""
+    """A log y axis over the panel's own points (`values`, else those of its lines and markers), at most LOG_SPAN
+    deep: a point far below the rest (a CPU kernel at 5e-5 TFLOP/s) is written under the axis, not allowed to stretch
+    it."""
     if values is None:
-        values = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()] or [[]])
+        lines = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]
+        markers = [np.asarray(c.get_offsets(), dtype=float).reshape(-1, 2)[:, 1] for c in ax.collections]
+        values = np.concatenate(lines + markers or [[]])
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
     ax.set_yscale("log")

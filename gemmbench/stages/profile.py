@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gemmbench import plan
 from gemmbench.files import read_json, write_json
+from gemmbench.measure import ncu
 from gemmbench.run.supervise import run_task
 from gemmbench.run.task import Point, Task
 from gemmbench.stages.common import base_row, variant_of
@@ -24,7 +25,7 @@ def run(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
     The profiler's raw CSV is kept beside `out`, one file per shape."""
     variant, built = variant_of(config, key), read_json(build_path)
     profiled = [(shape, next(iter(shape.sizes.values()))) for shape in plan.sweep_shapes(config, variant.workload)]
-    ncu = shutil.which(config["profile"]["ncu"])
+    profiler = shutil.which(config["profile"]["ncu"])
     raw_dir = Path(out).with_suffix("")
     raw_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -32,14 +33,14 @@ def run(config: dict, key: str, mode: str, build_path, out) -> list[dict]:
         base = {**base_row(config, variant, mode, shape), "size": size}
         why = (f"not built: {built.get('message', '')}"[:300] if built.get("status") != "ok"
                else plan.skip_reason(config, variant, shape)
-               or (None if ncu else f"Nsight Compute not found: no {config['profile']['ncu']!r} on PATH "
-                                    "(config profile.ncu)"))
+               or (None if profiler else f"Nsight Compute not found: no {config['profile']['ncu']!r} on PATH "
+                                         "(config profile.ncu)"))
         if why:
             rows.append({**base, "status": "skipped", "message": why})
             continue
         raw = raw_dir / f"{shape.label}.csv"
         task = dataclasses.replace(Task.of("profile", config, variant, mode, [Point(shape.sizes, base["seed"])],
-                                            built.get("tuned")), wrap=ncu.command(ncu, str(raw)))
+                                            built.get("tuned")), wrap=ncu.command(profiler, str(raw)))
         start = time.perf_counter()
         done, device = run_task(task, config["timing"]["point_timeout_s"],
                                 lambda i: f"profile {key} {mode} {shape.label}")
