@@ -150,7 +150,7 @@ def test_every_b2b_variant_validates_on_awkward_shapes_in_each_mode(tmp_path, ke
 
 
 def test_the_tune_stage_keeps_the_fastest_validated_candidate(tmp_path):
-    cfg = configuration.validate({"device": "cuda", "tune": {"trials": 3, "square_sizes": [128, 512]}})
+    cfg = configuration.validate({"device": "cuda", "tune": {"trials": 3, "size_classes": [128, 512]}})
     record = tune.run(cfg, "cupy/06_blocktile_2d", "fp32", "test-gpu", tmp_path / "tune.json")
     assert set(record["classes"]) == {"128", "512"} and len(record["trials"]) == 6
     for size, best in record["classes"].items():
@@ -166,7 +166,7 @@ def test_metaschedule_tunes_on_the_gpu_and_its_record_validates_at_other_shapes(
     cfg = configuration.validate({"device": "cuda", "families": ["tvm"], "variants": [key], "modes": ["fp32"],
                            "square_sizes": [512],
                            "validation_shapes": [[33, 65, 17], [1000, 999, 1001]],
-                           "tune": {"autotuner": {"trials": 16, "size_classes": [256]}}})
+                           "tune": {"transfer": False, "autotuner": {"trials": 16, "size_classes": [256]}}})
     record = tune.run(cfg, key, "fp32", "test-gpu", tmp_path / "tune.json")
     assert record["classes"]["256"]["trials"] == 16 and record["classes"]["256"]["median_s"] > 0
     assert record["classes"]["256"]["sittings"][-1]["candidates"] == 16 and record["classes"]["256"]["tune_s"] > 0
