@@ -11,27 +11,34 @@ if [ ! -x .venv/bin/snakemake ] || [ requirements.txt -nt .venv/.installed ] || 
   touch .venv/.installed
 fi
 
-# Config files are checked here, in one line each, before Snakemake reads them (its own errors are tracebacks).
+# The config the run would get (the default, each --configfile over it, each --config item over those) is checked
+# here, in one line naming what is wrong, before anything else is said and before Snakemake reads it (its own errors
+# are tracebacks).
 configs=()
-collecting=0
+items=()
+collecting=""
 for arg in "$@"; do
   case "$arg" in
-    --configfile | --configfiles) collecting=1 ;;
-    --configfile=* | --configfiles=*) configs+=("${arg#*=}"); collecting=0 ;;
-    -*) collecting=0 ;;
-    *) if [ "$collecting" = 1 ]; then configs+=("$arg"); fi ;;
+    --configfile | --configfiles) collecting=files ;;
+    --configfile=* | --configfiles=*) configs+=("${arg#*=}"); collecting="" ;;
+    --config) collecting=items ;;
+    --config=*) items+=("${arg#*=}"); collecting=items ;;
+    -*) collecting="" ;;
+    *) if [ "$collecting" = files ]; then configs+=("$arg"); elif [ "$collecting" = items ]; then items+=("$arg"); fi ;;
   esac
 done
-if [ ${#configs[@]} -gt 0 ]; then
-  .venv/bin/python -m gemmbench check-config "${configs[@]}" || exit 2
-fi
 
 default=()
 if [ ${#configs[@]} -eq 0 ] && ! .venv/bin/python -c "from gemmbench.plan import gpu_count; exit(gpu_count() == 0)"; then
+  default=(--configfile config/cpu.yaml)
+  configs=(config/cpu.yaml)
+fi
+.venv/bin/python -m gemmbench check-config "${configs[@]}" ${items[@]+--config "${items[@]}"} || exit 2
+
+if [ ${#default[@]} -gt 0 ]; then
   echo "========================================================================================" >&2
   echo "  NO GPU VISIBLE: running the CPU default (config/cpu.yaml), the CPU families at sizes a" >&2
   echo "  CPU finishes in a few minutes. On a GPU box the same command runs config/config.yaml." >&2
   echo "========================================================================================" >&2
-  default=(--configfile config/cpu.yaml)
 fi
 exec .venv/bin/snakemake --cores all "${default[@]}" "$@"

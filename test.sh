@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up (once) and run the tests: `./test.sh` (extra arguments go to pytest, e.g. ./test.sh -m "not slow", or -n auto
-# for every core, as CI does).
+# Set up (once) and run the tests: `./test.sh` (extra arguments go to pytest, e.g. ./test.sh -m "not slow"). The tests
+# run on every core (-n auto, as CI runs them); -n 0 runs them one at a time.
 # GPU tests are marked `gpu` and skip without a GPU; the report test needs Debian's chromium (installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,4 +15,4 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; the report rendering test will say why" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n auto "$@"

@@ -100,9 +100,15 @@ def cmd_tuning_migrate(args) -> int:
 
 
 def cmd_check_config(args) -> int:
-    """Each file readable as a YAML mapping (run.sh asks before Snakemake reads them, whose errors are tracebacks)."""
+    """The config a run would get, checked against the whole schema before Snakemake reads it (its errors are
+    tracebacks): the default config file, each file over it, then each `--config KEY=VALUE` over those, as
+    Snakemake merges them (run.sh asks this first)."""
+    merged = configuration.read(args.default) if args.default else {}
     for path in args.files:
-        configuration.read(path)
+        merged = configuration.merged(merged, configuration.read(path))
+    for item in args.config or ():
+        merged = configuration.merged(merged, configuration.command_line(item))
+    configuration.validate(merged)
     return 0
 
 
@@ -213,8 +219,11 @@ def main(argv=None) -> int:
     migrate = sub.add_parser("tuning-migrate", help="re-key stale committed records whose code compiles the same")
     migrate.add_argument("--root", help="a folder of records laid out as resources/tuning (default: that one)")
     migrate.set_defaults(func=cmd_tuning_migrate)
-    check = sub.add_parser("check-config", help="each file is a readable YAML mapping of config keys")
-    check.add_argument("files", nargs="+")
+    check = sub.add_parser("check-config", help="the config a run would get, checked against the whole schema")
+    check.add_argument("files", nargs="*", help="config files, each over the one before (snakemake --configfile)")
+    check.add_argument("--default", default=str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"),
+                       help="the config the files extend (default: config/config.yaml; empty: none)")
+    check.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="as snakemake --config gives them")
     check.set_defaults(func=cmd_check_config)
     compare = sub.add_parser("compare", help="per-point agreement of two summary.csv files")
     compare.add_argument("a")
@@ -231,8 +240,8 @@ def main(argv=None) -> int:
     logs.setup()
     try:
         return args.func(args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # one line: what is wrong, where
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         return 2
 
 

@@ -115,5 +115,25 @@ def read(path: str | Path) -> dict:
     return raw or {}
 
 
+def merged(base: dict, over: dict) -> dict:
+    """`over` merged into `base`, mappings key by key, as Snakemake merges --configfile and --config over its
+    configfile."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def command_line(item: str) -> dict:
+    """One `snakemake --config KEY=VALUE` item as Snakemake reads it: VALUE as YAML of strings (validate types it)."""
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--config {item!r}: expected KEY=VALUE")
+    try:
+        return {key: yaml.load(value, Loader=yaml.BaseLoader)}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config {key}: {value!r} is not valid YAML ({' '.join(str(exc).split())})") from None
+
+
 def load(path: str | Path) -> dict:
     return validate(read(path))

@@ -55,7 +55,7 @@ def resolve_device(requested: str, gpus: int | None = None) -> tuple[str, str]:
         return requested, ""
     if (gpu_count() if gpus is None else gpus) > 0:
         return "cuda", ""
-    return "cpu", "no GPU visible on this host: ran the CPU families only"
+    return "cpu", "no GPU visible on this host: the CPU families only"
 
 
 def require_gpu(gpus: int | None = None) -> None:

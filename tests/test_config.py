@@ -175,3 +175,33 @@ def test_the_renamed_sizes_keys_are_still_read_each_said_once(caplog):
     assert sorted(said) == sorted(f"config: {old} is now {new} (the old name is still read)" for old, new in (
         ("sizes", "square_sizes"), ("tune.sizes", "tune.size_classes"),
         ("tune.autotuner.sizes", "tune.autotuner.size_classes"), ("profile.sizes", "profile.profiled_sizes")))
+
+
+@pytest.mark.parametrize("args, says", [
+    (["{file}"], "(top level): Additional properties are not allowed ('unknown_key' was unexpected)"),
+    (["--config", "modes=[fp33]"], "modes[0]: 'fp33' is not one of ['fp32', 'tf32', 'bf16']"),
+    (["--config", "timing={budget_s: soon}"], "timing.budget_s: 'soon' is not of type 'number'"),
+    (["--config", "modes"], "--config 'modes': expected KEY=VALUE"),
+])
+def test_check_config_applies_the_whole_schema_in_one_line(args, says, tmp_path):
+    """What ./run.sh asks before anything else is said: the config a run would get (the default, each file over it,
+    each --config item over those) against the whole schema, wrong in exactly one line on stderr."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("unknown_key: 1\n")
+    done = subprocess.run([sys.executable, "-m", "gemmbench", "check-config", *(a.replace("{file}", str(bad)) for a in args)],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [f"error: invalid gemmbench config: {says}"] or \
+        done.stderr.splitlines() == [f"error: {says}"]
+
+
+def test_check_config_passes_what_a_run_accepts():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gemmbench", "check-config", "config/cpu.yaml", "--config",
+                           "square_sizes=[64,128]", "tune={enabled: false}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

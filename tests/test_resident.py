@@ -65,3 +65,40 @@ def test_a_worker_whose_variant_module_changed_is_replaced(cpu_config, tmp_path,
     _measure(cfg, tmp_path, "cpu/edited-matmul")
     (how_a, pid_a), (how_b, pid_b) = _workers(caplog)
     assert (how_a, how_b) == ("started", "started") and pid_a != pid_b
+
+
+def test_a_resident_worker_whose_job_was_killed_ends_quietly_and_leaves_nothing_behind(cpu_config, tmp_path):
+    """A job killed (kill -9) while its resident worker runs a task: the worker's next report finds no one, and it
+    ends with exit status 0, no traceback, and neither its socket, its log nor its slot's lock left."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from gemmbench.run.task import Point, Task
+    from kernels import registry
+
+    cpu_config.update(variant_modules=["tests.planted"], cache_dir=str(tmp_path / "cache"))
+    cfg = configuration.validate(cpu_config)
+    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
+    points = [Point({"m": n, "n": n, "k": n}, n, stage="validate") for n in (32, 48, 64, 80, 96, 112)]
+    task_path, done_path = tmp_path / "task.json", tmp_path / "done.json"
+    Task.of("measure", cfg, variant, "fp32", points).save(task_path)
+    done_path.write_text("{}")
+    address = tmp_path / "w-0.sock"
+    for left in (address.with_suffix(".log"), address.with_suffix(".lock")):
+        left.touch()
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        worker = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", "--serve", str(address), "600"],
+                                  cwd=ROOT, stderr=stderr, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        while not address.exists():
+            assert worker.poll() is None, (tmp_path / "stderr.txt").read_text()
+            time.sleep(0.05)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(address))
+            client.sendall((json.dumps({"task": str(task_path), "start": 0, "done": str(done_path)}) + "\n").encode())
+            assert b"hello" in client.recv(4096)
+        assert worker.wait() == 0  # the job is gone: its worker with it, not after 600 s idle
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+    assert not [p.name for p in tmp_path.glob("w-0.*")]

@@ -32,14 +32,41 @@ def first_free(paths, mode: int = 0o644) -> tuple[int, int] | None:
     """The index of the first of `paths` whose lock this process takes (exclusive, without waiting) and the lock's
     descriptor (closing it lets go); None where every one is held."""
     for i, path in enumerate(paths):
-        fd = open_lock(path, mode)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return i, fd
+        while True:
+            fd = open_lock(path, mode)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                break
+            if _still_there(fd, path):
+                return i, fd
+            os.close(fd)  # its holder removed it as we took it (remove_if_free): the path's new file, then
     return None
+
+
+def _still_there(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def remove_if_free(path: Path) -> None:
+    """Remove a lock file no process holds (taken, then removed while held, so that a process that opened it
+    meanwhile finds it gone and takes the path's new file: first_free)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _still_there(fd, path):
+            path.unlink()
+    except BlockingIOError:  # a job holds it: it stays
+        pass
+    finally:
+        os.close(fd)
 
 
 OWNER = Path(".snakemake") / "gemmbench-owner.json"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gemmbench import ROOT
 from gemmbench.measure import devices, guard
-from gemmbench.run import rows
+from gemmbench.run import locks, rows
 from gemmbench.run.operands import REFERENCES, References
 from gemmbench.run.task import Task
 from kernels import registry
@@ -168,29 +168,32 @@ def serve(address: str, idle_s: float) -> int:
         while True:
             try:
                 conn, _ = server.accept()
-            except TimeoutError:  # idle: nothing of it is left behind but its lock
-                os.unlink(address)
-                Path(address).with_suffix(".log").unlink(missing_ok=True)
+            except TimeoutError:  # idle: nothing of it is left behind
+                _remove(address)
                 return 0
             conn.settimeout(None)
-            with conn, conn.makefile("rw", buffering=1) as stream:
-                send = _sender(stream)
-                request = json.loads(stream.readline())
-                if any(stamp != watched.get(path, stamp) for path, stamp in source_stamps(modules).items()):
-                    send(event="stale")
-                    return 0
-                send(event="hello", pid=os.getpid())
-                task = Task.load(request["task"])
-                code = run(task, request["start"], _done_rows(request["done"]), send)
-                # what the task imported (its variant) is watched too, as it was before the job can go on
-                modules.update(task.variant_modules)
-                watched = {**source_stamps(modules), **watched}
-                differs = _not_fresh(threads)
-                if differs:
-                    print(f"worker: not reused: {differs}", file=sys.stderr)
-                if code or differs:  # no job may connect to it while it exits
-                    os.unlink(address)
-                send(event="end", code=code)
+            try:
+                with conn, conn.makefile("rw", buffering=1) as stream:
+                    send = _sender(stream)
+                    request = json.loads(stream.readline())
+                    if any(stamp != watched.get(path, stamp) for path, stamp in source_stamps(modules).items()):
+                        send(event="stale")
+                        return 0
+                    send(event="hello", pid=os.getpid())
+                    task = Task.load(request["task"])
+                    code = run(task, request["start"], _done_rows(request["done"]), send)
+                    # what the task imported (its variant) is watched too, as it was before the job can go on
+                    modules.update(task.variant_modules)
+                    watched = {**source_stamps(modules), **watched}
+                    differs = _not_fresh(threads)
+                    if differs:
+                        print(f"worker: not reused: {differs}", file=sys.stderr)
+                    if code or differs:  # no job may connect to it while it exits
+                        os.unlink(address)
+                    send(event="end", code=code)
+            except (BrokenPipeError, ConnectionResetError):  # the job is gone (killed): so is its worker, quietly
+                _remove(address)
+                return 0
             if differs:  # a fresh process for the next job (without waiting for whatever still runs here)
                 sys.stderr.flush()
                 os._exit(code)
@@ -199,6 +202,14 @@ def serve(address: str, idle_s: float) -> int:
                 _backends["cuda"].xp.get_default_memory_pool().free_all_blocks()
             if code:
                 return code
+
+
+def _remove(address: str) -> None:
+    """What a resident worker leaves when it ends: its socket, its log and, where no job holds it, its lock."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)
+    Path(address).with_suffix(".log").unlink(missing_ok=True)
+    locks.remove_if_free(Path(address).with_suffix(".lock"))
 
 
 def _not_fresh(threads: frozenset) -> str | None:
