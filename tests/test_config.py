@@ -191,8 +191,9 @@ def test_check_config_applies_the_whole_schema_in_one_line(args, says, tmp_path)
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("unknown_key: 1\n")
-    done = subprocess.run([sys.executable, "-m", "gemmbench", "check-config", *(a.replace("{file}", str(bad)) for a in args)],
-                          cwd=ROOT, capture_output=True, text=True)
+    args = [arg.replace("{file}", str(bad)) for arg in args]
+    done = subprocess.run([sys.executable, "-m", "gemmbench", "check-config", *args], cwd=ROOT, capture_output=True,
+                          text=True)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [f"error: invalid gemmbench config: {says}"] or \
         done.stderr.splitlines() == [f"error: {says}"]

@@ -387,17 +387,30 @@ def test_a_change_within_the_points_noise_is_not_flagged_and_one_beyond_it_is(tm
     assert "cpu/numpy fp32 128" in compared and "cpu/naive fp32 128" not in compared
 
 
-def test_the_spread_shown_is_the_samples_noise_not_the_medians_interval():
-    """nvbench's Noise: the samples' relative standard deviation, which the report puts beside a number."""
+def test_the_spread_shown_is_one_a_few_slow_samples_cannot_decide_and_they_are_counted():
+    """The interquartile range of the samples relative to their median is the spread beside a number; slow samples
+    (over tables.SLOW times the median) are counted and named, not averaged in as the relative standard deviation
+    (nvbench's Noise, kept for tables from before) would have them."""
     from gemmbench.present.analysis import spread
-    from gemmbench.present.tables import noise
+    from gemmbench.present.tables import noise, robust_spread, with_noise
 
-    samples = [1.0, 1.02, 0.98, 1.01, 0.99]
-    assert noise(samples) == pytest.approx(pd.Series(samples).std() / pd.Series(samples).mean())
-    assert pd.isna(noise([1.0]))
-    row = pd.DataFrame([{"noise": noise(samples), "median_ci_rel": 0.0001, "converged": True,
-                         "thin_median": False}]).iloc[0]
-    assert spread(row) == "noise 1.6%"
+    samples = [1.0, 1.02, 0.98, 1.01, 0.99] * 8 + [5.0, 6.0]  # two slow samples among forty-two
+    assert noise(samples) > 0.5  # they own the standard deviation
+    found = robust_spread(samples)
+    assert found["slow_samples"] == 2 and found["iqr_rel"] == pytest.approx(0.02, abs=0.005)
+    assert pd.isna(noise([1.0])) and pd.isna(robust_spread([1.0])["iqr_rel"])
+    row = pd.DataFrame([{"noise": noise(samples), **found, "converged": True, "thin_median": False}]).iloc[0]
+    assert spread(row) == "IQR 2% · 2 slow samples (over 1.2× the median)"
+    old = pd.DataFrame([{"noise": noise(samples[:5]), "converged": True, "thin_median": False}]).iloc[0]
+    assert spread(old) == "noise 1.6%"
+    # a summary from before the spread columns gets them from its samples table
+    keys = {"gpu_uuid": "GPU-1", "workload": "gemm", "family": "cupy", "variant": "x", "mode": "fp32", "m": 64,
+            "n": 64, "k": 64, "k0": pd.NA, "n0": pd.NA, "n1": pd.NA}
+    summary = pd.DataFrame([{**keys, "noise": float("nan")}]).astype({c: "Int64" for c in ("m", "n", "k", "k0", "n0",
+                                                                                           "n1")})
+    table = pd.DataFrame([{**keys, "timer": "device", "sample": i, "seconds": s} for i, s in enumerate(samples)])
+    given = with_noise(summary, table).iloc[0]
+    assert given["slow_samples"] == 2 and given["iqr_rel"] == pytest.approx(found["iqr_rel"])
 
 
 def test_each_rung_keeps_one_colour_and_marker_and_no_two_rungs_share_them():

@@ -207,6 +207,7 @@ class CudaBackend(Backend):
             "compute_capability": cc,
             "sm_count": sm_count,
             "max_sm_clock_mhz": max_clock,
+            "power_limit_w": _power_limit_w(self._nvml),
             "l2_bytes": self._l2_bytes,
             "memory_bytes": props["totalGlobalMem"],
             "peak_tflops": {mode: sm_count * rate * max_clock * 1e6 / 1e12
@@ -246,3 +247,15 @@ def _nvml_snapshot(handle) -> dict:
         "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
         "slowdown": [name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit],
     }
+
+
+def _power_limit_w(handle) -> float | None:
+    """The board's enforced power limit (the cap whose slowdown flags most throttled points), where NVML says."""
+    if not handle:
+        return None
+    import pynvml
+
+    try:
+        return pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3
+    except pynvml.NVMLError:
+        return None

@@ -11,6 +11,7 @@ from gemmbench.present import tables
 from gemmbench.present.axes import flagged, readable, throttled
 from gemmbench.present.formatting import COMPILERS, data_uri, library_version, short
 from gemmbench.present.plots import baseline_first, ladder_rows, several_models
+from gemmbench.present.tables import SLOW
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 
 # The counters the profile section lists per rung: (column, header, format); "·" where the launch has none
@@ -120,13 +121,18 @@ NOISY = 0.05  # a point whose samples spread more than 5% is marked noisy (CPU t
 
 
 def spread(r) -> str:
-    """How much a point's launches vary, as nvbench reports it (noise: the samples' relative standard deviation),
-    with marks on thin, unconverged and noisy points. The median's confidence interval, far narrower, is a sampling
-    detail left to the methodology and the tables."""
-    noise = pd.to_numeric(getattr(r, "noise", None), errors="coerce")
+    """How much a point's launches vary: the samples' interquartile range relative to their median, which a few slow
+    samples cannot decide, and how many slow ones there were (tables.SLOW); a table from before those columns, the
+    relative standard deviation (noise, as nvbench reports it). With marks on thin, unconverged and noisy points.
+    The median's confidence interval, far narrower, is a sampling detail left to the methodology and the tables."""
+    iqr = pd.to_numeric(getattr(r, "iqr_rel", None), errors="coerce")
+    noise = iqr if not pd.isna(iqr) else pd.to_numeric(getattr(r, "noise", None), errors="coerce")
     if pd.isna(noise):
         return ""
-    marks = [f"noise {100 * noise:.2g}%"]
+    slow = pd.to_numeric(getattr(r, "slow_samples", None), errors="coerce")
+    marks = [f"IQR {100 * iqr:.2g}%" if not pd.isna(iqr) else f"noise {100 * noise:.2g}%"]
+    if not pd.isna(slow) and slow > 0:
+        marks.append(f"{slow:.0f} slow sample{'s' if slow > 1 else ''} (over {SLOW:g}× the median)")
     converged = getattr(r, "converged", None)
     if flagged(getattr(r, "thin_median", None)):
         marks.append("thin median (budget cut it short)")
@@ -155,7 +161,7 @@ def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
         rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
                  "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
-                 "pct_of_peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}%",
+                 "pct_of_peak": peak_share(r),
                  "spread": spread(r), "throttled": throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
                        "text": answer(best, mode, size), "rows": rows})
@@ -261,7 +267,9 @@ def answer(best: pd.DataFrame, mode: str, size: int) -> str:
     baseline = best[best["role"] == "baseline"]
     for r in baseline.itertuples():
         peak = "" if pd.isna(r.pct_of_peak) else (f", {r.pct_of_peak:.0f}% of the {mode} peak "
-                                                  f"({readable(r.peak_tflops)} TFLOP/s at the max SM clock)")
+                                                  f"({readable(r.peak_tflops)} TFLOP/s at the max SM clock)"
+                                                  + _at_clock(r, " and {pct:.0f}% of it at the {mhz:.0f} MHz "
+                                                                 "it ran at"))
         words.append(f"At {size}×{size}×{size}, the baseline {r.family}/{r.variant} reaches {readable(r.tflops)} "
                      f"TFLOP/s{peak}.")
     others = best[(best["role"] != "baseline") & best["pct_of_baseline"].notna()]
@@ -279,6 +287,23 @@ def answer(best: pd.DataFrame, mode: str, size: int) -> str:
                                                                 f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
             for r in best.itertuples()) + ".")
     return " ".join(words)
+
+
+def _at_clock(r, text: str) -> str:
+    """`text` filled with the point's % of peak at the clock it ran at (pct) and that clock (mhz), where it ran
+    measurably below the max clock (more than a point of peak apart); else ""."""
+    at_clock = pd.to_numeric(getattr(r, "pct_of_peak_at_clock", None), errors="coerce")
+    mhz = pd.to_numeric(getattr(r, "sm_clock_mean_mhz", None), errors="coerce")
+    if pd.isna(at_clock) or pd.isna(mhz) or pd.isna(r.pct_of_peak) or abs(at_clock - r.pct_of_peak) < 1:
+        return ""
+    return text.format(pct=at_clock, mhz=mhz)
+
+
+def peak_share(r, unit: str = "%") -> str:
+    """% of the mode's peak at the max SM clock, and at the clock the point ran at where that was lower."""
+    if pd.isna(r.pct_of_peak):
+        return ""
+    return f"{r.pct_of_peak:.0f}{unit}" + _at_clock(r, " ({pct:.0f}" + unit + " at {mhz:.0f} MHz)")
 
 
 def window_clock(r) -> str:
@@ -305,7 +330,7 @@ def best_per_family(summary: pd.DataFrame) -> list[dict]:
             cells = {r.family: {"variant": r.variant, "tflops": format(r.tflops),
                                 "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
                                 "clock": window_clock(r),
-                                "peak": "" if pd.isna(r.pct_of_peak) else f"{r.pct_of_peak:.0f}",
+                                "peak": peak_share(r),
                                 "spread": spread(r),
                                 "throttled": throttled(r)}
                      for r in shape.itertuples()}

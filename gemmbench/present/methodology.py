@@ -5,6 +5,7 @@ from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.measure.devices import EXPONENT_RANGE
 from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
+from gemmbench.present.tables import SLOW
 
 
 def methodology(config: dict, devices: list[dict]) -> dict:
@@ -34,10 +35,12 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
                     f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
                     f"{timing['min_samples']})",
-        "Spread": "beside each number, its noise: the relative standard deviation of its samples (as nvbench reports "
-                  "it), how much one launch varies; two runs of one GPU differ by more (the comparison with a "
-                  "reference run shows that band); the median's 95% confidence interval (median_ci_rel in the tables) "
-                  "only decides when sampling stops",
+        "Spread": "beside each number, how much one launch varies: the interquartile range of its samples relative "
+                  "to their median (iqr_rel), which a few slow samples cannot decide, and how many samples took over "
+                  f"{SLOW:g} times the median (slow_samples), named, not averaged in; the relative standard deviation "
+                  "(noise, as nvbench reports it) stays in the tables. Two runs of one GPU differ by more (the "
+                  "comparison with a reference run shows that band); the median's 95% confidence interval "
+                  "(median_ci_rel in the tables) only decides when sampling stops",
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
                  f"region)",
         "What was timed": "every timed launch is accounted for on content it has never seen, outside the timed "

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from gemmbench.present import views
+from gemmbench.present import tables, views
 from gemmbench.present.analysis import (
     at_a_glance,
     at_a_glance_speedups,
@@ -48,7 +48,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent),
                                      autoescape=True, undefined=jinja2.StrictUndefined)
     html = environment.get_template(TEMPLATE.name).render(
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), slow=f"{tables.SLOW:g}",
         warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
                   if d.get("device") == "cpu" and d.get("device_reason")],
         provenance=provenance(summary, devices),
@@ -97,8 +97,10 @@ def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
         facts = readable_device(device)
         if device.get("device") == "cuda":
             cuda = f", CUDA {facts['cuda_driver']}" if facts.get("cuda_driver") else ""
+            power = (f", power cap {device['power_limit_w']:.0f} W (its slowdown is what most throttle flags name)"
+                     if device.get("power_limit_w") else "")
             lines.append(f"{device.get('gpu', '')} ({str(device.get('gpu_uuid', ''))[:12]}), driver "
-                         f"{device.get('driver', '?')}{cuda}")
+                         f"{device.get('driver', '?')}{cuda}{power}")
         else:
             lines.append(device_name(device))
     versions = next((d.get("versions") for d in devices if d.get("device") == "cuda" and d.get("versions")), None) \

@@ -68,19 +68,39 @@ def noise(samples) -> float:
     return float(x.std(ddof=1) / x.mean()) if x.size >= 2 and x.mean() > 0 else np.nan
 
 
+SLOW = 1.2  # a sample this far over its point's median is a slow one: counted and named, never averaged in
+
+
+def robust_spread(samples) -> dict:
+    """What a few slow samples cannot decide: the samples' interquartile range relative to their median (iqr_rel),
+    and how many took over SLOW times the median (slow_samples)."""
+    x = np.asarray([] if samples is None else samples, dtype=float)
+    if x.size < 2 or np.median(x) <= 0:
+        return {"iqr_rel": np.nan, "slow_samples": 0 if x.size else np.nan}
+    median = np.median(x)
+    q1, q3 = np.percentile(x, [25, 75])
+    return {"iqr_rel": float((q3 - q1) / median), "slow_samples": int((x > SLOW * median).sum())}
+
+
+SPREAD_COLUMNS = ("noise", "iqr_rel", "slow_samples")
+
+
 def with_noise(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    """A summary from before its noise column, given it from the run's samples table (the device timer's)."""
-    if "noise" in summary and summary["noise"].notna().any() or samples.empty:
+    """A summary from before its spread columns (SPREAD_COLUMNS), given them from the run's samples table (the
+    device timer's)."""
+    if "iqr_rel" in summary and summary["iqr_rel"].notna().any() or samples.empty:
         return summary
     keys = ["gpu_uuid", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
     device = samples[samples["timer"] == "device"].astype({c: "Int64" for c in SHAPE_COLUMNS})
-    found = device.groupby(keys, dropna=False)["seconds"].agg(lambda x: noise(x.to_numpy())).rename("noise")
-    return summary.drop(columns=["noise"], errors="ignore").merge(found.reset_index(), on=keys, how="left")
+    found = device.groupby(keys, dropna=False)["seconds"].apply(
+        lambda x: pd.Series({"noise": noise(x.to_numpy()), **robust_spread(x.to_numpy())})).unstack()
+    return summary.drop(columns=list(SPREAD_COLUMNS), errors="ignore").merge(found.reset_index(), on=keys, how="left")
 
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame = typed_frame([{**{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS},
-                          "noise": noise(r.get("sample_device_s"))} for r in bench_rows], "summary")
+                          "noise": noise(r.get("sample_device_s")), **robust_spread(r.get("sample_device_s"))}
+                         for r in bench_rows], "summary")
     frame["flops"] = per_workload(frame, lambda workload, sizes, mode: workload.flops(sizes))
     frame["min_bytes"] = per_workload(frame, lambda workload, sizes, mode: workload.min_bytes(sizes, mode))
     ok = frame.status == "ok"
