@@ -341,6 +341,7 @@ def test_several_gpu_models_are_side_by_side_and_another_run_is_compared(tmp_pat
     assert "NVIDIA H100 80GB HBM3" in side and "NVIDIA H200" in side
     compared = html.split("Compared with a reference run: the run before")[1].split("</table>")[0]
     assert "0 faster and 2 slower" in compared and "+25.0%" in compared  # the point on each of the two GPUs
+    assert re.search(r"Largest: \+25.0% at \w+/tiled fp32 1024", compared) and "negative is faster now" in compared
     # where the reference came from, from its own rows
     source = compared.split("The reference: ")[1].split("</p>")[0]
     assert "NVIDIA H100 80GB HBM3" in source and "commit" in source

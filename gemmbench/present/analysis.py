@@ -231,8 +231,12 @@ def comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
     limit = noise.mul(3).fillna(0).clip(lower=max(3 * band, 2.0))
     beyond = both.assign(limit=limit)[both["diff_pct"].abs() > limit].sort_values("diff_pct")
     faster, slower = int((beyond["diff_pct"] < 0).sum()), int((beyond["diff_pct"] > 0).sum())
-    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the run-to-run band), largest "
-            f"{both['diff_pct'].abs().max():.2f}%. Beyond their noise (at least {max(3 * band, 2.0):.2g}%): "
+    largest = [both.loc[both["diff_pct"].idxmin()], both.loc[both["diff_pct"].idxmax()]]
+    named = [f"{r.diff_pct:+.1f}% at {r['family']}/{r['variant']} {r['mode']} {shape_text(r)}" for r in largest
+             if (r.diff_pct < 0) == (r is largest[0]) and r.diff_pct != 0]
+    text = (f"{len(both)} points both runs measured: median |difference| {band:.2f}% (the run-to-run band). A "
+            f"difference is this run's median device time over the reference's, minus one: negative is faster now. "
+            f"Largest: {'; '.join(named) or 'none'}. Beyond their noise (at least {max(3 * band, 2.0):.2g}%): "
             f"{faster} faster and {slower} slower in this run.")
     rows = [{"point": f"{r.family}/{r.variant} {r.mode} {shape_text(r)} · {r.gpu}",
              "before_ms": f"{1e3 * r.median_s_a:.4g}", "now_ms": f"{1e3 * r.median_s_b:.4g}",

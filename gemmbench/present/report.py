@@ -97,7 +97,7 @@ def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
         facts = readable_device(device)
         if device.get("device") == "cuda":
             cuda = f", CUDA {facts['cuda_driver']}" if facts.get("cuda_driver") else ""
-            power = (f", power cap {device['power_limit_w']:.0f} W (its slowdown is what most throttle flags name)"
+            power = (f", power cap {device['power_limit_w']:.0f} W"
                      if device.get("power_limit_w") else "")
             lines.append(f"{device.get('gpu', '')} ({str(device.get('gpu_uuid', ''))[:12]}), driver "
                          f"{device.get('driver', '?')}{cuda}{power}")
