@@ -48,6 +48,10 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     assert (samples.timer == "device").sum() == summary.samples.sum() and (samples.timer == "host").any()
     html = (workdir / "reports/report.html").read_text()
     assert "numba-tiled" in html and "data:image/png;base64" in html
+    # when the points were measured, from their rows, in the header; the spread a few slow samples cannot decide
+    measured = pd.to_datetime(summary.measured_at, utc=True)
+    assert f"Measured {measured.min():%Y-%m-%d %H:%M} to {measured.max():%Y-%m-%d %H:%M} UTC" in html
+    assert summary.iqr_rel.notna().all() and (summary.slow_samples >= 0).all() and "IQR " in html
     for figure in ("tflops_vs_size", "roofline", "validation_error"):
         assert (workdir / f"reports/figures/{figure}.png").stat().st_size > 0
         assert (workdir / f"reports/figures/{figure}.svg").stat().st_size > 0

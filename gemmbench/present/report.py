@@ -96,7 +96,8 @@ def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
     for device in devices:
         facts = readable_device(device)
         if device.get("device") == "cuda":
-            cuda = f", CUDA {facts['cuda_driver']}" if facts.get("cuda_driver") else ""
+            cuda = (f" (CUDA {facts['cuda_driver']})" if facts.get("cuda_driver") else "") + \
+                (f", CUDA runtime {facts['cuda_runtime']}" if facts.get("cuda_runtime") else "")
             power = (f", power cap {device['power_limit_w']:.0f} W"
                      if device.get("power_limit_w") else "")
             lines.append(f"{device.get('gpu', '')} ({str(device.get('gpu_uuid', ''))[:12]}), driver "
@@ -109,6 +110,10 @@ def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
     compilers = [f"{name} {versions[key]}" for key, name in COMPILERS.items() if versions.get(key)]
     if compilers:
         lines.append("Compilers and libraries: " + ", ".join(compilers))
+    when = pd.to_datetime(summary["measured_at"], errors="coerce", utc=True).dropna() \
+        if "measured_at" in summary else pd.Series(dtype="datetime64[ns, UTC]")
+    lines.append(f"Measured {when.min():%Y-%m-%d %H:%M} to {when.max():%Y-%m-%d %H:%M} UTC" if len(when) else
+                 "When the points were measured: not in these tables (they predate the column)")
     if "git_commit" in summary and summary["git_commit"].notna().any():
         commits = summary["git_commit"].dropna().astype(str).str[:7].unique()
         edited = "git_dirty" in summary and summary["git_dirty"].fillna(False).astype(bool).any()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -91,6 +92,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "batch_launches": launches, "batched_median_s": times.get("batched_median_s"),
         "sample_device_s": sampler.device_s, "sample_batched_s": batched.device_s if batched else [],
         "warmup_host_s": host_s, "params": json.dumps(params),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 
