@@ -52,6 +52,9 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     measured = pd.to_datetime(summary.measured_at, utc=True)
     assert f"Measured {measured.min():%Y-%m-%d %H:%M} to {measured.max():%Y-%m-%d %H:%M} UTC" in html
     assert summary.iqr_rel.notna().all() and (summary.slow_samples >= 0).all() and "IQR " in html
+    # a CPU run says so first, and shows no column a GPU run would fill
+    glance = html.split('id="answer"')[1].split("</section>")[0]
+    assert "A CPU run: the CPU families on" in html and "% of cuBLAS" not in glance and "CPU's bound" in glance
     for figure in ("tflops_vs_size", "roofline", "validation_error"):
         assert (workdir / f"reports/figures/{figure}.png").stat().st_size > 0
         assert (workdir / f"reports/figures/{figure}.svg").stat().st_size > 0

@@ -285,10 +285,11 @@ def answer(best: pd.DataFrame, mode: str, size: int) -> str:
         if not rest.empty:
             words.append("Then " + "; ".join(f"{r.family}'s best, {r.variant}, at {r.pct_of_baseline:.0f}%"
                                              for r in rest.itertuples()) + ".")
-    elif baseline.empty:  # a CPU: compared with its host's cuBLAS, if that ran
+    elif baseline.empty:  # a CPU: compared with its host's cuBLAS, where one ran on the same host
         words.append(f"At {size}×{size}×{size}: " + "; ".join(
-            f"{r.family}/{r.variant} {readable(r.tflops)} TFLOP/s" + ("" if pd.isna(r.pct_of_baseline) else
-                                                                f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
+            f"{r.family}/{r.variant} {readable(r.tflops)} TFLOP/s"
+            + ("" if pd.isna(r.pct_of_peak) else f", {r.pct_of_peak:.2g}% of this CPU's bound")
+            + ("" if pd.isna(r.pct_of_baseline) else f", {r.pct_of_baseline:.2g}% of its host's cuBLAS")
             for r in best.itertuples()) + ".")
     return " ".join(words)
 

@@ -49,8 +49,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                                      autoescape=True, undefined=jinja2.StrictUndefined)
     html = environment.get_template(TEMPLATE.name).render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), slow=f"{tables.SLOW:g}",
-        warnings=[f"{d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
-                  if d.get("device") == "cpu" and d.get("device_reason")],
+        gpu_run=any(d.get("device") == "cuda" for d in devices), warnings=cpu_notices(devices),
         provenance=provenance(summary, devices),
         glance=at_a_glance(summary, devices),
         glance_speedups=at_a_glance_speedups(summary) if "workload" in summary else [],
@@ -87,6 +86,17 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
 
 COMPILERS = {"nvrtc": "NVRTC (CuPy)", "nvidia-cuda-nvrtc": "NVRTC wheel", "nvvm": "NVVM", "numba": "Numba",
              "cupy-cuda13x": "CuPy", "cupy-cuda12x": "CuPy", "apache-tvm": "TVM", "cublas": "cuBLAS"}
+
+
+def cpu_notices(devices: list[dict]) -> list[str]:
+    """What a run on CPUs alone says first: that it is one, on which CPU, and why (no GPU visible, or asked for)."""
+    if any(d.get("device") == "cuda" for d in devices) or not devices:
+        return [f"CPU run — {d.get('cpu') or d.get('gpu', 'cpu')}: {d['device_reason']}" for d in devices
+                if d.get("device") == "cpu" and d.get("device_reason")]
+    return [f"A CPU run: the CPU families on {d.get('cpu') or d.get('gpu', 'this CPU')}"
+            + (f" ({d['device_reason']})" if d.get("device_reason") else " (device: cpu)")
+            + ". No GPU ran, so nothing here is compared with cuBLAS; on a GPU box the same command runs the GPU "
+              "families." for d in devices]
 
 
 def provenance(summary: pd.DataFrame, devices: list[dict]) -> list[str]:
