@@ -366,7 +366,8 @@ def test_the_at_a_glance_table_flags_a_throttled_best(tmp_path):
     out_html = tmp_path / "h200.html"
     assert main(["report", str(example), "--out", str(out_html)]) == 0
     html = out_html.read_text()
-    glance = html[html.index("At a glance"):html.index("</table>", html.index("NVIDIA H200 · tf32"))]
+    block = html.index("NVIDIA H200 · tf32")
+    glance = html[block:html.index("<h3", block)]  # its block: the sweep at once, then the headline size's table
     assert f"⚠ throttled ({capped['throttle_reasons']})" in glance
 
 

@@ -13,6 +13,7 @@ from gemmbench.present.formatting import COMPILERS, data_uri, library_version, s
 from gemmbench.present.plots import baseline_first, ladder_rows, several_models
 from gemmbench.present.tables import SLOW
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
+from kernels.registry import MODES
 
 # The counters the profile section lists per rung: (column, header, format); "·" where the launch has none
 PROFILE_COLUMNS = [
@@ -147,14 +148,17 @@ HEADLINE_SIZE = 8192  # the size the answer names, when the sweep has it (else i
 
 
 def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
-    """Per GPU model (or CPU), mode and cache: one generated paragraph and the best variant of each family at the
-    headline size, with TFLOP/s, % of cuBLAS and % of the mode's peak."""
+    """Per GPU model (or CPU), mode (in the modes' order) and cache: one generated paragraph and the best variant of
+    each family at the headline size, with TFLOP/s, % of cuBLAS and % of the mode's peak; and the whole sweep at once
+    (sweep_at_a_glance)."""
     ok = summary[(summary["status"] == "ok") & (summary["workload"] == "gemm")].dropna(subset=["tflops"])
     blocks = []
     if ok.empty:
         return blocks
-    ok = ok.assign(on_cpu=ok["device"] != "cuda").sort_values(["on_cpu", "gpu", "mode", "cache"])
-    for (_, gpu, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode", "cache"], sort=False):
+    order = {mode: i for i, mode in enumerate(MODES)}
+    ok = ok.assign(on_cpu=ok["device"] != "cuda", mode_order=ok["mode"].map(order).fillna(len(order)))
+    ok = ok.sort_values(["on_cpu", "gpu", "mode_order", "cache"])
+    for (_, gpu, _, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode_order", "mode", "cache"], sort=False):
         sizes = sorted(group["m"].astype(int).unique())
         size = HEADLINE_SIZE if HEADLINE_SIZE in sizes else sizes[-1]
         at = group[group["m"] == size]
@@ -164,8 +168,30 @@ def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
                  "pct_of_peak": peak_share(r),
                  "spread": spread(r), "throttled": throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
-                       "text": answer(best, mode, size), "rows": rows})
+                       "text": answer(best, mode, size), "rows": rows, "sweep": sweep_at_a_glance(group)})
     return blocks
+
+
+def sweep_at_a_glance(group: pd.DataFrame) -> dict:
+    """One mode's square sweep at once: per family (the baseline first), its fastest variant's % of the baseline at
+    each size (the baseline's own row: its TFLOP/s), so that the first screen answers for every size."""
+    square = group[(group["m"] == group["n"]) & (group["n"] == group["k"])]
+    sizes = sorted(square["m"].astype(int).unique())
+    best = square.loc[square.groupby(["family", "m"])["tflops"].idxmax()]
+    rows = []
+    for family in baseline_first(best):
+        points = best[best["family"] == family].set_index("m")
+        baseline = (points["role"] == "baseline").all()
+        cells = []
+        for size in sizes:
+            if size not in points.index:
+                cells.append("–")
+                continue
+            r = points.loc[size]
+            cells.append(f"{readable(r.tflops)} TFLOP/s" if baseline or pd.isna(r.pct_of_baseline)
+                         else f"{r.pct_of_baseline:.0f}%")
+        rows.append({"family": family, "cells": cells})
+    return {"sizes": [f"{size:,}" for size in sizes], "rows": rows}
 
 
 def at_a_glance_speedups(summary: pd.DataFrame) -> list[dict]:

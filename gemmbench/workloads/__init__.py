@@ -76,5 +76,6 @@ get = WORKLOADS.get
 
 
 def shape_text(row) -> str:
-    """A table row's shape, its workload's axes joined by ×."""
-    return "×".join(str(getattr(row, axis)) for axis in get(row.workload).axes)
+    """A table row's shape as people write it, its workload's axes joined by × (4096×64×256×64, whatever type the
+    table's columns have)."""
+    return "×".join(f"{float(getattr(row, axis)):.0f}" for axis in get(getattr(row, "workload")).axes)
