@@ -17,12 +17,12 @@ from gemmbench.present.analysis import (
     build_summary,
     comparison,
     ladders,
-    profile_sections,
     readable_builds,
     side_by_side,
     skipped,
     validation_matrix,
 )
+from gemmbench.present.counters import profile_sections
 from gemmbench.present.formatting import device_name, flatten, readable_device, table
 from gemmbench.present.plots import ladder_rows
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
