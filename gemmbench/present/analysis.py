@@ -323,7 +323,7 @@ def validation_matrix(validation: pd.DataFrame) -> dict:
     """Rows 'family/variant mode' (with the model where several), columns shapes, sweep before awkward."""
 
     if validation.empty:
-        return {"columns": [], "rows": [], "problems": [], "skipped": []}
+        return {"columns": [], "rows": [], "problems": [], "skipped": [], "counts": ""}
     validation = validation.assign(named=several_models(validation))
     ordered = validation.sort_values(["shape_kind", *SHAPE_COLUMNS], key=lambda c: c.map(
         {"sweep": 0, "awkward": 1}) if c.name == "shape_kind" else c, kind="stable")
@@ -336,5 +336,8 @@ def validation_matrix(validation: pd.DataFrame) -> dict:
         rows.setdefault(label, {})[shape_text(r)] = cell
         if r.status not in ("ok", "skipped"):
             problems.append({"where": f"{label} @ {shape_text(r)} ({r.shape_kind})", **cell})
+    counts = validation["status"].map(lambda s: VALIDATION_LABELS.get(s, s)).value_counts()
     return {"columns": columns, "rows": [{"label": k, "cells": v} for k, v in rows.items()],
-            "problems": problems, "skipped": skipped(validation, lambda r: f"{r.family}/{r.variant} {r.mode}")}
+            "problems": problems, "skipped": skipped(validation, lambda r: f"{r.family}/{r.variant} {r.mode}"),
+            "counts": f"{len(validation)} checks of {len(rows)} variant-modes at {len(columns)} shapes: "
+                      + ", ".join(f"{n} {label}" for label, n in counts.items())}

@@ -68,10 +68,10 @@ def tables(summary, devices: list[dict]) -> list[dict]:
         fused = group["role"] == ""
         slower = group[fused & (group["speedup_vs_unfused_best"] < SLOWER_THAN_UNFUSED)].sort_values(
             ["variant", "m", "k0", "n0", "n1"])
-        found.append({"title": f"{gpu} · {mode} · {cache} cache", **TABLE_TEXT,
+        found.append({"title": f"b2b · {gpu} · {mode} · {cache} cache", **TABLE_TEXT,
                        "variants": list(dict.fromkeys(variants)),
                        "rows": [{"shape": shape, "cells": cells} for shape, cells in rows.items()],
-                       "slower": [{"where": f"{r.family}/{r.variant} @ {shape_text(r)}",
+                       "slower": [{"variant": f"{r.family}/{r.variant}", "shape": shape_text(r),
                                    "speedup": f"{r.speedup_vs_unfused_best:.2f}×",
                                    "why": _why_slower(r, bandwidth.get(r.gpu_uuid))}
                                   for r in slower.itertuples()]})
