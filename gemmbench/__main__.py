@@ -156,7 +156,7 @@ def cmd_report(args) -> int:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
     summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
     if (folder / "samples.parquet").exists():
-        summary = tables.with_noise(summary, pd.read_parquet(folder / "samples.parquet"))
+        summary = tables.with_spread(summary, pd.read_parquet(folder / "samples.parquet"))
     builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
     devices = json.loads((folder / "devices.json").read_text())
     names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload

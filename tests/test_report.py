@@ -52,7 +52,7 @@ def _shape_row(device: dict, family: str, variant: str, mode: str, m: int, n: in
             "source_digest": "5eed5eed5eed5eed", "driver": device.get("driver"), "toolchain": "python=3.12.3",
             "timing_gate": "checked" if device["peak_tflops"] else "unchecked: no known fp32 peak",
             "failures_before": 0, "failure_history": "", "slower_than_tuning": None,
-            "tuning": f"committed config/tuning/nvidia-h100-80gb-hbm3/{family}/{variant}/{mode}.json"
+            "tuning": f"committed resources/tuning/nvidia-h100-80gb-hbm3/{family}/{variant}/{mode}.json"
             if family == "cupy" else ""}
 
 
@@ -394,7 +394,7 @@ def test_the_spread_shown_is_one_a_few_slow_samples_cannot_decide_and_they_are_c
     (over tables.SLOW times the median) are counted and named, not averaged in as the relative standard deviation
     (nvbench's Noise, kept for tables from before) would have them."""
     from gemmbench.present.analysis import spread
-    from gemmbench.present.tables import noise, robust_spread, with_noise
+    from gemmbench.present.tables import noise, robust_spread, with_spread
 
     samples = [1.0, 1.02, 0.98, 1.01, 0.99] * 8 + [5.0, 6.0]  # two slow samples among forty-two
     assert noise(samples) > 0.5  # they own the standard deviation
@@ -411,7 +411,7 @@ def test_the_spread_shown_is_one_a_few_slow_samples_cannot_decide_and_they_are_c
     summary = pd.DataFrame([{**keys, "noise": float("nan")}]).astype({c: "Int64" for c in ("m", "n", "k", "k0", "n0",
                                                                                            "n1")})
     table = pd.DataFrame([{**keys, "timer": "device", "sample": i, "seconds": s} for i, s in enumerate(samples)])
-    given = with_noise(summary, table).iloc[0]
+    given = with_spread(summary, table).iloc[0]
     assert given["slow_samples"] == 2 and given["iqr_rel"] == pytest.approx(found["iqr_rel"])
 
 

@@ -259,11 +259,11 @@ def _at_clock(r, text: str) -> str:
     return text.format(pct=at_clock, mhz=mhz)
 
 
-def peak_share(r, unit: str = "%") -> str:
+def peak_share(r) -> str:
     """% of the mode's peak at the max SM clock, and at the clock the point ran at where that was lower."""
     if pd.isna(r.pct_of_peak):
         return ""
-    return f"{r.pct_of_peak:.0f}{unit}" + _at_clock(r, " ({pct:.0f}" + unit + " at {mhz:.0f} MHz)")
+    return f"{r.pct_of_peak:.0f}%" + _at_clock(r, " ({pct:.0f}% at {mhz:.0f} MHz)")
 
 
 def window_clock(r) -> str:

@@ -27,21 +27,6 @@ PROFILE_COLUMNS = [
 CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_instruction", "bank_conflicts_ld",
            "fma_pipe_instructions", "hmma_instructions", "gmma_instructions", "dram_read_bytes", "l2_hit_pct"]
 
-# The counters the profile section lists per rung: (column, header, format); "·" where the launch has none
-PROFILE_COLUMNS = [
-    ("duration_s", "ms", lambda v: f"{1e3 * v:.3g}"), ("registers", "registers", "{:.0f}".format),
-    ("achieved_occupancy_pct", "occupancy %", "{:.0f}".format), ("ipc", "IPC", "{:.2f}".format),
-    ("sm_throughput_pct", "SM %", "{:.0f}".format), ("memory_throughput_pct", "memory %", "{:.0f}".format),
-    ("fma_pipe_instructions", "FMA-pipe inst", readable), ("hmma_instructions", "HMMA", readable),
-    ("gmma_instructions", "HGMMA", readable), ("lds_bytes_per_instruction", "LDS B/inst", "{:.0f}".format),
-    ("bank_conflicts_ld", "bank conflicts", readable), ("dram_read_bytes", "DRAM read MB", lambda v: readable(v / 1e6)),
-    ("l2_hit_pct", "L2 hit %", "{:.0f}".format),
-]
-
-# what "against the rung before" names: counters that moved by more than a fifth, in this order
-CHANGED = ["registers", "achieved_occupancy_pct", "ipc", "lds_bytes_per_instruction", "bank_conflicts_ld",
-           "fma_pipe_instructions", "hmma_instructions", "gmma_instructions", "dram_read_bytes", "l2_hit_pct"]
-
 
 def profile_sections(summary: pd.DataFrame, profile: pd.DataFrame) -> dict:
     """Per GPU, family, mode and profiled size: each rung's counters beside its TFLOP/s, what changed against the

@@ -85,7 +85,7 @@ def robust_spread(samples) -> dict:
 SPREAD_COLUMNS = ("noise", "iqr_rel", "slow_samples")
 
 
-def with_noise(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+def with_spread(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """A summary from before its spread columns (SPREAD_COLUMNS), given them from the run's samples table (the
     device timer's)."""
     if "iqr_rel" in summary and summary["iqr_rel"].notna().any() or samples.empty:

@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gemmbench import plan
+
 
 @dataclass
 class Point:
@@ -46,8 +48,6 @@ class Task:
            prepare: list[dict] = (), refused: dict | None = None) -> "Task":
         """The task of `kind` for one variant and mode, from the validated config (`classes`: a build record's
         tuned parameters per size class)."""
-        from gemmbench import plan
-
         return cls(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]),
                    device=variant.device, mode=mode, params=plan.params(config, variant),
                    classes=size_classes(classes), cache_dir=str(cache_dir(config)), points=points,
