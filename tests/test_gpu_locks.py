@@ -109,3 +109,60 @@ def test_a_jobs_environment_is_set_for_the_block_and_restored_after(monkeypatch)
     with gpus.environment({"CUDA_VISIBLE_DEVICES": DEVICES[1], "GEMMBENCH_TEST_UNSET": "1"}):
         assert os.environ["CUDA_VISIBLE_DEVICES"] == DEVICES[1] and os.environ["GEMMBENCH_TEST_UNSET"] == "1"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and "GEMMBENCH_TEST_UNSET" not in os.environ
+
+
+def _make_context(lock_dir, device, hold_s, results):
+    import os
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    with gpus.quiet(exclusive=False, lock_dir=lock_dir):
+        results.put(("made", time.monotonic()))
+        time.sleep(hold_s)
+    results.put(("done", time.monotonic()))
+
+
+def test_a_timed_stretch_waits_while_a_context_is_made_and_holds_new_ones_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
+    # spawned, not forked: a forked child would share the lock that its parent holds
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    maker = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 0.5, results))
+    maker.start()
+    assert results.get(timeout=30)[0] == "made"
+    with gpus.quiet(exclusive=True, lock_dir=tmp_path) as waited:
+        timed_at = time.monotonic()
+        done_at = results.get(timeout=30)[1]
+        assert waited is not None and done_at <= timed_at  # the context was made before the timing began
+        # a context made on another GPU does not wait; one on this GPU does, until the timing ends
+        other = context.Process(target=_make_context, args=(tmp_path, DEVICES[1], 0, results))
+        other.start()
+        assert results.get(timeout=30)[0] == "made"
+        results.get(timeout=30)
+        blocked = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 0, results))
+        blocked.start()
+        time.sleep(0.5)
+        assert results.empty()
+        ended = time.monotonic()
+    assert results.get(timeout=30)[1] >= ended
+    for process in (maker, other, blocked):
+        process.join(timeout=10)
+
+
+def test_a_timed_stretch_goes_on_without_the_lock_when_it_never_frees(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
+    monkeypatch.setattr(gpus, "QUIET_WAIT_S", 0.2)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    maker = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 5, results))
+    maker.start()
+    results.get(timeout=30)
+    with gpus.quiet(exclusive=True, lock_dir=tmp_path) as waited:
+        assert waited is None
+    maker.kill()
+    maker.join(timeout=10)
+
+
+def test_no_quiet_lock_where_the_process_is_not_pinned_to_one_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(DEVICES))
+    with gpus.quiet(exclusive=True, lock_dir=tmp_path) as waited:
+        assert waited is None
+    assert not list(tmp_path.iterdir())

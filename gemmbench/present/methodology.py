@@ -37,7 +37,10 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"{timing['min_samples']})",
         "Spread": "beside each number, how much one launch varies: the interquartile range of its samples relative "
                   "to their median (iqr_rel), which a few slow samples cannot decide, and how many samples took over "
-                  f"{SLOW:g} times the median (slow_samples), named, not averaged in; the relative standard deviation "
+                  f"{SLOW:g} times the median (slow_samples), named, not averaged in. Their known cause, another process making "
+                  "or destroying a CUDA context on the GPU while it times (a build's worker beside the measuring job), "
+                  "is kept out: a point is timed while its GPU's quiet lock keeps them waiting (quiet_wait_s: how "
+                  "long the point waited for them). The relative standard deviation "
                   "(noise, as nvbench reports it) stays in the tables. Two runs of one GPU differ by more (the "
                   "comparison with a reference run shows that band); the median's 95% confidence interval "
                   "(median_ci_rel in the tables) only decides when sampling stops",

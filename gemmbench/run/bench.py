@@ -2,6 +2,7 @@
 after them, and every reported time gated by what the device can do."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from datetime import datetime, timezone
@@ -10,6 +11,7 @@ import numpy as np
 
 from gemmbench.measure import checking, guard, timing
 from gemmbench.measure.ledger import Ledger
+from gemmbench.run import gpus
 from gemmbench.run.operands import compare, operands_of, reference
 from gemmbench.run.task import Point, Task
 
@@ -27,31 +29,33 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     ledger = Ledger(backend, operands, out, buffer, point.seed)
     run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
-    start = time.perf_counter()
-    ledger.before()
-    host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], timing.LOAD.begin)
-    outside = backend.runs_outside_stream(run, ledger.out)
-    if outside:
-        return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
-                "params": json.dumps(params)}
-    settle_s = timing.settle(backend, run)
-    before = backend.telemetry()
-    sampling = time.perf_counter()
+    # no CUDA context made or destroyed on this GPU meanwhile (a build's worker beside this job): see gpus.quiet
+    with gpus.quiet(exclusive=True) if backend.device == "cuda" else contextlib.nullcontext() as quiet_wait_s:
+        start = time.perf_counter()
+        ledger.before()
+        host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], timing.LOAD.begin)
+        outside = backend.runs_outside_stream(run, ledger.out)
+        if outside:
+            return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
+                    "params": json.dumps(params)}
+        settle_s = timing.settle(backend, run)
+        before = backend.telemetry()
+        sampling = time.perf_counter()
 
-    def batches(launches):
-        launches = ledger.batch(launches)
-        return launches, ledger.batch_run(run_on), ledger.before_batch, ledger.after_batch
+        def batches(launches):
+            launches = ledger.batch(launches)
+            return launches, ledger.batch_run(run_on), ledger.before_batch, ledger.after_batch
 
-    with backend.watch() as window:
-        ledger.guard = guard.Guard()  # the watch's own thread runs already
-        sampler = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after)
-        launches, batched = timing.sample_batched(backend, sampler.summary()["median_s"], task.timing, task.cache,
-                                                  batches)
-        sampled_s = time.perf_counter() - sampling
-        checking_start = time.perf_counter()
-        audited = _audit(backend, run, ledger, sampled_s)
-    after, clocks = backend.telemetry(), window.summary()
-    timing.LOAD.end()
+        with backend.watch() as window:
+            ledger.guard = guard.Guard()  # the watch's own thread runs already
+            sampler = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after)
+            launches, batched = timing.sample_batched(backend, sampler.summary()["median_s"], task.timing, task.cache,
+                                                      batches)
+            sampled_s = time.perf_counter() - sampling
+            checking_start = time.perf_counter()
+            audited = _audit(backend, run, ledger, sampled_s)
+        after, clocks = backend.telemetry(), window.summary()
+        timing.LOAD.end()
     summary = sampler.summary()
     problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
     host_median_s = float(np.median(host_s[1:] or host_s))
@@ -84,6 +88,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "host_median_s": host_median_s, "warmup_runs": len(host_s),
         "measure_s": time.perf_counter() - start,  # warm-up, sampling and the checks of what was timed
         "settle_s": settle_s,
+        # how long the point waited for its GPU to be free of contexts coming and going (NaN: not pinned, or never)
+        "quiet_wait_s": quiet_wait_s,
         # wall time of sampling beyond the samples' own device time (fresh inputs, poisoning, Freivalds' tests), and
         # of the checks after it: what accounting for every sample costs
         "sampling_overhead_s": sampled_s - sum(sampler.device_s) - (sum(batched.device_s) * launches if batched else 0),

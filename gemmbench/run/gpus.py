@@ -8,6 +8,7 @@ as indices or UUIDs) are handed out among the jobs, one GPU included, each locke
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import time
@@ -120,3 +121,39 @@ def pinned(device: str, exclusive: bool = True):
     with claim(found, names=lock_names(found, known)) as gpu:
         log.info("running on GPU %s", gpu)
         yield {"CUDA_VISIBLE_DEVICES": gpu}
+
+
+QUIET_WAIT_S = 120.0  # the longest a process waits for its GPU's quiet lock before it goes on without it
+QUIET_POLL_S = 0.005
+
+
+@contextlib.contextmanager
+def quiet(exclusive: bool, lock_dir: Path | None = None):
+    """The GPU this process is pinned to kept free of CUDA contexts being made or destroyed while the block runs:
+    another process's context coming or going stalls the kernels running on that GPU for up to milliseconds (a
+    build beside the job that measures starts a worker, and with it a context, for every compile), where loading
+    modules into a context that exists, NVML's reads and a busy host do not
+    (reports/examples/report-review/slow-samples-diagnosis.jsonl). A timed stretch holds the lock exclusively; a
+    worker holds it shared while it makes or destroys its context. Yields the seconds waited, or None where the
+    lock was not taken: not pinned to one GPU, or still held by others after QUIET_WAIT_S (the block runs
+    anyway)."""
+    device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if not device or "," in device:
+        yield None
+        return
+    fd = locks.open_lock(_lock_dir(lock_dir) / f"{lock_name(device)}.quiet", 0o666)
+    try:
+        start = time.perf_counter()
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                waited = time.perf_counter() - start
+                break
+            except BlockingIOError:
+                if time.perf_counter() - start > QUIET_WAIT_S:
+                    waited = None
+                    break
+                time.sleep(QUIET_POLL_S)
+        yield waited
+    finally:
+        os.close(fd)

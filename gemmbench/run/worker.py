@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gemmbench import ROOT
 from gemmbench.measure import devices, guard
-from gemmbench.run import locks, rows
+from gemmbench.run import gpus, locks, rows
 from gemmbench.run.operands import REFERENCES, References
 from gemmbench.run.task import Task
 from kernels import registry
@@ -65,7 +65,9 @@ def _backend(device: str):
     """One backend (streams, timing kernels, scratch) per device and process: a resident worker's tasks share it."""
     if device not in _backends:
         before = guard.native_threads()
-        _backends[device] = _create(device)
+        # a context made while another process times kernels on this GPU would stall them (gpus.quiet)
+        with gpus.quiet(exclusive=False) if device == "cuda" else contextlib.nullcontext():
+            _backends[device] = _create(device)
         HARNESS_THREADS.update(guard.native_threads() - before)
         if device == "cuda":
             total = _backends[device].xp.cuda.Device().mem_info[1]
@@ -195,8 +197,7 @@ def serve(address: str, idle_s: float) -> int:
                 _remove(address)
                 return 0
             if differs:  # a fresh process for the next job (without waiting for whatever still runs here)
-                sys.stderr.flush()
-                os._exit(code)
+                exit_now(code)
             rows.clear_builds()  # compiled kernels are the job's; the references stay for the next variant
             if "cuda" in _backends:  # and the memory the job's arrays held goes back to the device
                 _backends["cuda"].xp.get_default_memory_pool().free_all_blocks()
@@ -232,7 +233,21 @@ def _not_fresh(threads: frozenset) -> str | None:
 STARTED_THREADS = guard.native_threads()
 
 
+def exit_now(code: int) -> None:
+    """The process ends here, its CUDA context (if it made one) destroyed while no other process times kernels on
+    its GPU (gpus.quiet): left to the exit, the driver would tear it down at any moment. Nothing else runs after
+    it, neither finalisers nor threads still at work."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if "cuda" in _backends:
+        with gpus.quiet(exclusive=False):
+            with contextlib.suppress(Exception):
+                _backends["cuda"].xp.cuda.runtime.deviceReset()
+            os._exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--serve":
-        sys.exit(serve(sys.argv[2], float(sys.argv[3])))
-    sys.exit(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
+        exit_now(serve(sys.argv[2], float(sys.argv[3])))
+    exit_now(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
