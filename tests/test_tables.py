@@ -4,6 +4,7 @@ import json
 import pandas as pd
 import pytest
 
+from gemmbench.present.analysis import pct_of_baseline
 from gemmbench.stages import aggregate
 
 
@@ -18,13 +19,13 @@ H200_B = _facts("cuda", "NVIDIA H200", "GPU-h200-b", "node2", {"fp32": 67.0}, 41
 NODE1_CPU = _facts("cpu", "AMD EPYC", "node1", "node1", bandwidth=200.0)
 
 
-def _write_bench(path, facts, family, variant, n, median_s):
+def _write_bench(path, facts, family, variant, n, median_s, ci_rel=0.01):
     """A bench output as the measure stage writes it: its row and the facts of the device it ran on."""
     row = {"gpu": facts["gpu"], "gpu_uuid": facts["gpu_uuid"], "host": facts["host"], "device": facts["device"],
            "workload": "gemm", "family": family, "variant": variant, "mode": "fp32", "m": n, "n": n, "k": n,
            "role": "baseline" if family == "cublas" else "",
            "shape_kind": "sweep", "cache": "hot", "seed": 1, "status": "ok", "message": "", "median_s": median_s,
-           "samples": 10,
+           "samples": 10, "median_ci_rel": ci_rel,
            "sample_device_s": [median_s] * 2, "warmup_host_s": [median_s] * 3}
     path.write_text(json.dumps({"rows": [row], "devices": [facts]}))
     return path
@@ -62,6 +63,19 @@ def test_pct_of_baseline_is_against_the_same_gpu_model(sweep):
     assert summary.loc[("GPU-h200-a", "naive"), "pct_of_baseline"] == pytest.approx(100 * 0.5 / 9.0)
     # a CPU variant against the cuBLAS of its own host (node1: the H100)
     assert summary.loc[("node1", "numpy-blas"), "pct_of_baseline"] == pytest.approx(1.0)
+
+
+def test_a_ratio_to_the_baseline_carries_the_interval_of_both_medians(tmp_path):
+    paths = [_write_bench(tmp_path / "base.json", H100, "cublas", "gemm", 1024, 1.0, ci_rel=0.03),
+             _write_bench(tmp_path / "var.json", H100, "cupy", "tiled", 1024, 2.0, ci_rel=0.04),
+             _write_bench(tmp_path / "thin.json", H100, "cupy", "thin", 1024, 2.0, ci_rel=float("inf"))]
+    summary = aggregate.run(build_paths=[], validation_paths=[], bench_paths=paths, outdir=tmp_path / "tables",
+                            device_reason="")["summary"].set_index("variant")
+    assert summary.loc["tiled", "pct_of_baseline_ci"] == pytest.approx(50.0 * 0.05)  # 3% and 4% in quadrature
+    assert summary.loc["thin", "pct_of_baseline_ci"] == float("inf")  # a median one run does not pin
+    rows = {r.variant: r for r in summary.reset_index().itertuples()}
+    assert pct_of_baseline(rows["tiled"]) == "50% ±2.5"
+    assert pct_of_baseline(rows["thin"]) == "50%"
 
 
 def test_devices_are_listed_once_each_with_their_best_bandwidth(sweep):

@@ -2,6 +2,7 @@
 the comparison with a reference run, the validation matrix, the builds and profile sections."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from gemmbench.present import tables
@@ -50,6 +51,15 @@ def skipped(frame: pd.DataFrame, label) -> list[dict]:
 NOISY = 0.05  # a point whose samples spread more than 5% is marked noisy (CPU timings, mostly)
 
 
+def pct_of_baseline(r, digits: int = 0) -> str:
+    """The point's % of the baseline with its 95% interval in points ("98% ±0.6"), where the table has one."""
+    if pd.isna(r.pct_of_baseline):
+        return ""
+    ci = pd.to_numeric(getattr(r, "pct_of_baseline_ci", None), errors="coerce")
+    interval = f" ±{ci:.{max(digits, 1)}f}" if np.isfinite(ci) else ""
+    return f"{r.pct_of_baseline:.{digits}f}%{interval}"
+
+
 def spread(r) -> str:
     """How much a point's launches vary: the samples' interquartile range relative to their median, which a few slow
     samples cannot decide, and how many slow ones there were (tables.SLOW); a table from before those columns, the
@@ -93,7 +103,7 @@ def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby("family")["tflops"].idxmax()].sort_values("tflops", ascending=False)
         rows = [{"family": r.family, "variant": r.variant, "tflops": readable(r.tflops),
-                 "pct_of_baseline": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.0f}%",
+                 "pct_of_baseline": pct_of_baseline(r),
                  "pct_of_peak": peak_share(r),
                  "spread": spread(r), "throttled": throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
@@ -163,7 +173,7 @@ def side_by_side(summary: pd.DataFrame) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
-            "" if pd.isna(r.pct_of_baseline) else f" · {r.pct_of_baseline:.0f}%")
+            "" if pd.isna(r.pct_of_baseline) else f" · {pct_of_baseline(r)}")
             + (f" ⚠ throttled ({throttled(r)})" if throttled(r) else "") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})
@@ -263,7 +273,8 @@ def peak_share(r) -> str:
     """% of the mode's peak at the max SM clock, and at the clock the point ran at where that was lower."""
     if pd.isna(r.pct_of_peak):
         return ""
-    return f"{r.pct_of_peak:.0f}%" + _at_clock(r, " ({pct:.0f}% at {mhz:.0f} MHz)")
+    share = f"{r.pct_of_peak:.0f}%" if r.pct_of_peak >= 10 else f"{r.pct_of_peak:.2g}%"  # a CPU's share is small
+    return share + _at_clock(r, " ({pct:.0f}% at {mhz:.0f} MHz)")
 
 
 def window_clock(r) -> str:
@@ -288,7 +299,7 @@ def best_per_family(summary: pd.DataFrame) -> list[dict]:
         rows = []
         for (m, n, k), shape in group.groupby(["m", "n", "k"]):
             cells = {r.family: {"variant": r.variant, "tflops": format(r.tflops),
-                                "pct": "" if pd.isna(r.pct_of_baseline) else f"{r.pct_of_baseline:.1f}",
+                                "pct": pct_of_baseline(r, digits=1),
                                 "clock": window_clock(r),
                                 "peak": peak_share(r),
                                 "spread": spread(r),

@@ -37,11 +37,11 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"{timing['min_samples']})",
         "Spread": "beside each number, how much one launch varies: the interquartile range of its samples relative "
                   "to their median (iqr_rel), which a few slow samples cannot decide, and how many samples took over "
-                  f"{SLOW:g} times the median (slow_samples), named, not averaged in. Their known cause, another process making "
-                  "or destroying a CUDA context on the GPU while it times (a build's worker beside the measuring job), "
-                  "is kept out: a point is timed while its GPU's quiet lock keeps them waiting (quiet_wait_s: how "
-                  "long the point waited for them). The relative standard deviation "
-                  "(noise, as nvbench reports it) stays in the tables. Two runs of one GPU differ by more (the "
+                  f"{SLOW:g} times the median (slow_samples), named, not averaged in. Their known cause, another "
+                  "process making or destroying a CUDA context on the GPU while it times (a build's worker beside the "
+                  "measuring job), is kept out: a point is timed while its GPU's quiet lock keeps them waiting "
+                  "(quiet_wait_s: how long the point waited for them). The relative standard deviation (noise, as "
+                  "nvbench reports it) stays in the tables. Two runs of one GPU differ by more (the "
                   "comparison with a reference run shows that band); the median's 95% confidence interval "
                   "(median_ci_rel in the tables) only decides when sampling stops",
         "Cache": f"{config['cache']} (cold: the last-level cache flushed before every sample, outside the timed "
@@ -80,7 +80,10 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                 "times, is bounded by logical cores × FP32 lanes of its widest vector unit × 2 FMA pipes × 2 × its "
                 "highest clock (cpufreq's maximum, else 6.5 GHz)",
         "% of cuBLAS": "cuBLAS median time / variant median time, same run, GPU model, shape and mode "
-                       "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused)",
+                       "(CPU variants: the cuBLAS of their host; b2b: two cuBLAS calls, cublas/b2b_unfused), with "
+                       "its 95% interval (pct_of_baseline_ci, ± points): the two medians' confidence half-widths "
+                       "added in quadrature. It says how well one run pins the ratio; two runs differ by more (see the "
+                       "comparison with a reference run)",
         "Validation": f"inputs uniform in [-1, 1) from seed ({config['seed']}, shape), the first operand's rows "
                       f"and the last one's columns scaled by powers of two from 2^-{EXPONENT_RANGE} to "
                       f"2^{EXPONENT_RANGE}; output poisoned with NaN inside NaN guard bands; two launches; "

@@ -31,7 +31,8 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "workflow/report/report.html.j2
 
 NON_OK_COLUMNS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS, "cache", "status", "message"]
 
-SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_peak", "peak_tflops", "noise",
+SUMMARY_COLUMNS = [*NON_OK_COLUMNS, "role", "tflops", "pct_of_baseline", "pct_of_baseline_ci", "pct_of_peak",
+                   "peak_tflops", "noise",
                    "speedup_vs_baseline", "speedup_vs_unfused_best", "failures_before", "failure_history",
                    "timing_gate", "slower_than_tuning", "tuning"]
 

@@ -108,8 +108,9 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["gbps"] = (frame.min_bytes / frame.median_s / 1e9).where(ok)
 
     by_uuid = {d["gpu_uuid"]: d for d in devices}
-    peak = [by_uuid.get(u, {}).get("peak_tflops", {}).get(mode, np.nan) if dev == "cuda" else np.nan
-            for u, mode, dev in zip(frame.gpu_uuid, frame["mode"], frame.device)]
+    # a GPU's peak at its max SM clock; a CPU's bound (measure/devices.py cpu_peak), which gates its times
+    peak = [by_uuid.get(u, {}).get("peak_tflops", {}).get(mode, np.nan) if dev == by_uuid.get(u, {}).get("device")
+            else np.nan for u, mode, dev in zip(frame.gpu_uuid, frame["mode"], frame.device)]
     bandwidth = [by_uuid.get(u, {}).get("copy_bandwidth_gbps") if dev == by_uuid.get(u, {}).get("device") else np.nan
                  for u, dev in zip(frame.gpu_uuid, frame.device)]
     # what measured each row: the driver and the toolchain of the worker that ran it (CUDA libraries included)
@@ -131,26 +132,33 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
     frame = frame.drop(columns=["pct_of_baseline"])
     baseline = frame[(frame.role == "baseline") & ok]
-    frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "baseline_s"})
+    frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "baseline_s",
+                                                                     "reference_ci_rel": "baseline_ci_rel"})
     unfused = frame[frame.role.isin(["baseline", "unfused"]) & (frame.status == "ok")]
     frame = _merge_reference(frame, unfused.sort_values("median_s"), shape).rename(
-        columns={"reference_s": "unfused_best_s"})
+        columns={"reference_s": "unfused_best_s"}).drop(columns="reference_ci_rel")
     ok = frame.status == "ok"
     frame["pct_of_baseline"] = 100 * frame.baseline_s / frame.median_s.where(ok)
+    # its 95% interval, in points: the two medians' relative half-widths (median_ci_rel) added in quadrature, as
+    # the relative errors of a ratio of independent estimates add
+    frame["pct_of_baseline_ci"] = frame.pct_of_baseline * np.hypot(
+        pd.to_numeric(frame.median_ci_rel, errors="coerce"), pd.to_numeric(frame.baseline_ci_rel, errors="coerce"))
     fused = frame.workload.isin([name for name, view in views.VIEWS.items() if view.speedups])
     frame["speedup_vs_baseline"] = (frame.baseline_s / frame.median_s).where(ok & fused)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
     frame["throttled"] = frame.throttled.astype("boolean")
     for flag in ("converged", "thin_median", "git_dirty"):
         frame[flag] = frame[flag].astype("boolean")
-    frame = frame.drop(columns=["peer", "baseline_s", "unfused_best_s"])
+    frame = frame.drop(columns=["peer", "baseline_s", "baseline_ci_rel", "unfused_best_s"])
     return frame.sort_values(["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]).reset_index(drop=True)
 
 
 def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
-    """Each row gets `reference_s`: the median time of the first reference row with its shape and mode, on its GPU
-    model (or, for CPU rows, its host)."""
-    references = [reference.assign(peer=reference[by], reference_s=reference.median_s)[["peer", *shape, "reference_s"]]
+    """Each row gets `reference_s` and `reference_ci_rel`: the median time, and its relative confidence half-width,
+    of the first reference row with its shape and mode, on its GPU model (or, for CPU rows, its host)."""
+    references = [reference.assign(peer=reference[by], reference_s=reference.median_s,
+                                   reference_ci_rel=reference.median_ci_rel)[["peer", *shape, "reference_s",
+                                                                              "reference_ci_rel"]]
                   for by in ("gpu", "host")]
     references = pd.concat(references).drop_duplicates(["peer", *shape])
     return frame.merge(references, on=["peer", *shape], how="left")
