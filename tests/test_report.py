@@ -266,11 +266,13 @@ def _cuda_run_profiled() -> dict:
     return {**run, "profile": _profiled(run)}
 
 
+@pytest.mark.parametrize("width", [1400, 900])
 @pytest.mark.parametrize("make_run", [_cuda_run_profiled, _cpu_run, _empty_run, None],
                          ids=["cuda", "cpu", "empty", "h100"])
-def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_path):
-    """Every section visible, every image loaded, nothing fetched from outside the file, and no sideways scroll of
-    the page at 1400×900 (a wide table scrolls inside its own box)."""
+def test_report_renders_in_chromium_and_fits_the_window(make_run, width, tmp_path):
+    """Every section visible, every image loaded, nothing fetched from outside the file, no sideways scroll of the
+    page at 1400 or 900 px wide (a wide table scrolls inside its own box), and the first screen (900 px tall)
+    reaching the table that answers for every size and mode at once."""
     if not (CHROMIUM.exists() and shutil.which(str(CHROMIUM))):
         _skip_or_fail(f"{CHROMIUM} not found (apt-get install chromium)")
     try:
@@ -284,7 +286,7 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page = browser.new_page(viewport={"width": width, "height": 900})
             page.on("console", lambda message: message.type == "error" and errors.append(message.text))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("request", lambda request: requests.append(request.url))
@@ -295,6 +297,9 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
             page_width = page.evaluate("document.documentElement.scrollWidth")
             window_width = page.evaluate("window.innerWidth")
             boxes = page.evaluate(FITS)
+            sweep_top = page.evaluate("(() => { const t = document.querySelector('table.sweep');"
+                                      " return t ? t.getBoundingClientRect().top : null; })()")
+            window_height = page.evaluate("window.innerHeight")
         finally:
             browser.close()
 
@@ -306,6 +311,9 @@ def test_report_renders_in_chromium_and_fits_a_1400_pixel_window(make_run, tmp_p
     assert page_width <= window_width, f"the page scrolls sideways: {page_width} px in a {window_width} px window"
     assert boxes["wider"] == [], "elements wider than their box (only declared scrollers may be)"
     assert boxes["unstuck"] == [], "a scroller whose first column scrolls out of view"
+    if make_run is not _empty_run:  # every run that timed something answers on its first screen
+        assert sweep_top is not None and sweep_top < window_height, (
+            f"the table of every size and mode starts at {sweep_top} px, below the first screen ({window_height} px)")
 
 
 # In the page: every element outside a declared scroller (.scroller) lies within its parent's box; every scroller that
