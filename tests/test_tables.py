@@ -4,6 +4,7 @@ import json
 import pandas as pd
 import pytest
 
+from gemmbench.present import tables
 from gemmbench.present.analysis import pct_of_baseline
 from gemmbench.stages import aggregate
 
@@ -76,6 +77,12 @@ def test_a_ratio_to_the_baseline_carries_the_interval_of_both_medians(tmp_path):
     rows = {r.variant: r for r in summary.reset_index().itertuples()}
     assert pct_of_baseline(rows["tiled"]) == "50% ±2.5"
     assert pct_of_baseline(rows["thin"]) == "50%"
+    assert pd.isna(summary.loc["gemm", "pct_of_baseline_ci"])  # the baseline against itself
+    # a table written before the column gets it when read
+    old = tmp_path / "old.csv"
+    summary.reset_index().drop(columns="pct_of_baseline_ci").to_csv(old, index=False)
+    again = tables.read(old).set_index("variant")
+    assert again.loc["tiled", "pct_of_baseline_ci"] == pytest.approx(50.0 * 0.05)
 
 
 def test_devices_are_listed_once_each_with_their_best_bandwidth(sweep):

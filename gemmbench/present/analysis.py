@@ -97,8 +97,9 @@ def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
     order = {mode: i for i, mode in enumerate(MODES)}
     ok = ok.assign(on_cpu=ok["device"] != "cuda", mode_order=ok["mode"].map(order).fillna(len(order)))
     ok = ok.sort_values(["on_cpu", "gpu", "mode_order", "cache"])
-    several = ok["gpu"].nunique() > 1
-    for (_, gpu, _, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode_order", "mode", "cache"], sort=False):
+    gpu_models = ok.loc[~ok["on_cpu"], "gpu"].nunique()  # labels name the GPU only where there are several
+    for (on_cpu, gpu, _, mode, cache), group in ok.groupby(["on_cpu", "gpu", "mode_order", "mode", "cache"],
+                                                           sort=False):
         sizes = sorted(group["m"].astype(int).unique())
         size = HEADLINE_SIZE if HEADLINE_SIZE in sizes else sizes[-1]
         at = group[group["m"] == size]
@@ -108,7 +109,8 @@ def at_a_glance(summary: pd.DataFrame, devices: list[dict]) -> list[dict]:
                  "pct_of_peak": peak_share(r),
                  "spread": spread(r), "throttled": throttled(r)} for r in best.itertuples()]
         blocks.append({"title": f"{gpu} · {mode} · {cache} cache", "size": f"{size}×{size}×{size}",
-                       "label": f"{gpu} · {mode} · {cache} cache" if several else f"{mode} · {cache} cache",
+                       "label": ("CPU · " if on_cpu and gpu_models else f"{gpu} · " if gpu_models > 1 else "")
+                       + f"{mode} · {cache} cache",
                        "text": answer(best, mode, size), "rows": rows, "sweep": sweep_at_a_glance(group)})
     return blocks
 

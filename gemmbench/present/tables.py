@@ -139,10 +139,7 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
         columns={"reference_s": "unfused_best_s"}).drop(columns="reference_ci_rel")
     ok = frame.status == "ok"
     frame["pct_of_baseline"] = 100 * frame.baseline_s / frame.median_s.where(ok)
-    # its 95% interval, in points: the two medians' relative half-widths (median_ci_rel) added in quadrature, as
-    # the relative errors of a ratio of independent estimates add
-    frame["pct_of_baseline_ci"] = frame.pct_of_baseline * np.hypot(
-        pd.to_numeric(frame.median_ci_rel, errors="coerce"), pd.to_numeric(frame.baseline_ci_rel, errors="coerce"))
+    frame["pct_of_baseline_ci"] = _ratio_interval(frame)
     fused = frame.workload.isin([name for name, view in views.VIEWS.items() if view.speedups])
     frame["speedup_vs_baseline"] = (frame.baseline_s / frame.median_s).where(ok & fused)
     frame["speedup_vs_unfused_best"] = (frame.unfused_best_s / frame.median_s).where(ok & fused)
@@ -151,6 +148,27 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
         frame[flag] = frame[flag].astype("boolean")
     frame = frame.drop(columns=["peer", "baseline_s", "baseline_ci_rel", "unfused_best_s"])
     return frame.sort_values(["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]).reset_index(drop=True)
+
+
+def _ratio_interval(frame: pd.DataFrame) -> pd.Series:
+    """The 95% interval of each row's % of the baseline, in points: its median's and the baseline's relative
+    half-widths (median_ci_rel, baseline_ci_rel) added in quadrature, as the relative errors of a ratio of
+    independent estimates add; none for the baseline's own rows (a ratio to itself)."""
+    half = np.hypot(pd.to_numeric(frame.median_ci_rel, errors="coerce"),
+                    pd.to_numeric(frame.baseline_ci_rel, errors="coerce"))
+    return (frame.pct_of_baseline * half).where(frame.role != "baseline")
+
+
+def _with_interval(frame: pd.DataFrame) -> pd.DataFrame:
+    """A summary from before pct_of_baseline_ci, given it from its medians' half-widths (GPU rows: the baseline of
+    the same GPU model, shape and mode)."""
+    if "pct_of_baseline_ci" in frame or not {"median_ci_rel", "pct_of_baseline", "status"} <= set(frame):
+        return frame
+    keys = ["gpu", "workload", "mode", *SHAPE_COLUMNS]
+    baseline = frame[(frame.role == "baseline") & (frame.status == "ok")].drop_duplicates(keys)
+    frame = frame.merge(baseline[[*keys, "median_ci_rel"]].rename(columns={"median_ci_rel": "baseline_ci_rel"}),
+                        on=keys, how="left")
+    return frame.assign(pct_of_baseline_ci=_ratio_interval(frame)).drop(columns="baseline_ci_rel")
 
 
 def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
@@ -185,15 +203,16 @@ COMPARE_KEYS = ["gpu", "workload", "family", "variant", "mode", *SHAPE_COLUMNS]
 
 def read(path) -> pd.DataFrame:
     """A summary or validation table from disk, tables from before the b2b workload included (they lack its shape
-    columns and `workload`: they are gemm) and from before roles (their baseline was cuBLAS, and the columns
-    relative to it were named after it)."""
+    columns and `workload`: they are gemm), from before roles (their baseline was cuBLAS, and the columns relative
+    to it were named after it) and from before the ratios' intervals."""
     frame = pd.read_csv(path).rename(columns={"pct_of_cublas": "pct_of_baseline",
                                               "speedup_vs_cublas": "speedup_vs_baseline"})
     legacy_role = frame["family"].eq("cublas").map({True: "baseline", False: ""})
-    return frame.assign(**{c: frame[c] if c in frame else pd.NA for c in SHAPE_COLUMNS},
-                        workload=frame["workload"] if "workload" in frame else "gemm",
-                        role=frame["role"].astype(object).fillna("") if "role" in frame else legacy_role).astype(
+    frame = frame.assign(**{c: frame[c] if c in frame else pd.NA for c in SHAPE_COLUMNS},
+                         workload=frame["workload"] if "workload" in frame else "gemm",
+                         role=frame["role"].astype(object).fillna("") if "role" in frame else legacy_role).astype(
         {c: "Int64" for c in SHAPE_COLUMNS})
+    return _with_interval(frame)
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFrame:
