@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import tempfile
@@ -108,7 +109,13 @@ def cmd_check_config(args) -> int:
         merged = configuration.merged(merged, configuration.read(path))
     for item in args.config or ():
         merged = configuration.merged(merged, configuration.command_line(item))
-    configuration.validate(merged)
+    validated = configuration.validate(merged)
+    quiet = logging.getLogger("gemmbench")
+    level, quiet.level = quiet.level, logging.ERROR  # what the plan warns of is said again when the run plans
+    try:
+        plan.variants(validated, "cpu")  # what the schema cannot know: the registered workloads, families, variants
+    finally:
+        quiet.setLevel(level)
     return 0
 
 

@@ -182,6 +182,9 @@ def test_the_renamed_sizes_keys_are_still_read_each_said_once(caplog):
     (["--config", "modes=[fp33]"], "modes[0]: 'fp33' is not one of ['fp32', 'tf32', 'bf16']"),
     (["--config", "timing={budget_s: soon}"], "timing.budget_s: 'soon' is not of type 'number'"),
     (["--config", "modes"], "--config 'modes': expected KEY=VALUE"),
+    (["--config", "families=[nosuchfamily]"], "families: ['nosuchfamily'] registered no variant; registered families "
+                                              "are ['cpu', 'cublas', 'cupy', 'numba', 'tvm'] (a module of your own "
+                                              "registers more: variant_modules)"),
 ])
 def test_check_config_applies_the_whole_schema_in_one_line(args, says, tmp_path):
     """What ./run.sh asks before anything else is said: the config a run would get (the default, each file over it,
