@@ -36,9 +36,11 @@ fi
 .venv/bin/python -m gemmbench check-config "${configs[@]}" ${items[@]+--config "${items[@]}"} || exit 2
 
 if [ ${#default[@]} -gt 0 ]; then
+  doing="running"
+  for arg in "$@"; do case "$arg" in -n | --dry-run | --dryrun) doing="planning, in a dry run that runs nothing," ;; esac; done
   echo "========================================================================================" >&2
-  echo "  NO GPU VISIBLE: running the CPU default (config/cpu.yaml), the CPU families at sizes a" >&2
-  echo "  CPU finishes in a few minutes. On a GPU box the same command runs config/config.yaml." >&2
+  echo "  NO GPU VISIBLE: $doing the CPU default (config/cpu.yaml): the CPU families" >&2
+  echo "  at sizes a CPU finishes in a few minutes. On a GPU box the same command runs config/config.yaml." >&2
   echo "========================================================================================" >&2
 fi
 exec .venv/bin/snakemake --cores all "${default[@]}" "$@"
