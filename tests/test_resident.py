@@ -3,6 +3,7 @@ its fp64 references, and one whose sources changed since it imported them is rep
 import logging
 import os
 import re
+from pathlib import Path
 
 from gemmbench import ROOT, configuration
 from gemmbench.stages import build, measure
@@ -102,3 +103,22 @@ def test_a_resident_worker_whose_job_was_killed_ends_quietly_and_leaves_nothing_
         assert worker.wait() == 0  # the job is gone: its worker with it, not after 600 s idle
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
     assert not [p.name for p in tmp_path.glob("w-0.*")]
+
+
+def test_a_job_whose_worker_did_not_stay_leaves_no_socket_log_or_lock(tmp_path, monkeypatch):
+    """Where a job's resident worker exited (not reused, a fatal task) or was killed, the job's end removes its
+    slot's socket, log and lock; where it stays for the next job, they stay with it."""
+    import subprocess
+    import sys
+
+    from gemmbench.run import supervise
+
+    monkeypatch.setattr(supervise, "RESIDENT_DIR", tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for pid, left in ((gone.pid, []), (os.getpid(), ["sock", "log", "lock"])):
+        with supervise.Resident({"A": str(pid)}, 10.0) as worker:
+            worker.pid = pid
+            Path(worker.address).touch()
+            worker.log.touch()
+        assert sorted(p.suffix[1:] for p in tmp_path.glob(f"{worker.key}-*")) == sorted(left)

@@ -141,6 +141,10 @@ class Resident:
 
     def __exit__(self, *exc):
         os.close(self.lock)  # the worker stays, idle, for the next job
+        if not _alive(getattr(self, "pid", None)):  # none stays (it exited, or was killed): nor does its slot
+            Path(self.address).unlink(missing_ok=True)
+            self.log.unlink(missing_ok=True)
+            locks.remove_if_free(RESIDENT_DIR / f"{Path(self.address).stem}.lock")
         return False
 
     def _connect(self) -> socket.socket | None:
@@ -213,14 +217,17 @@ class Resident:
         return _stderr_tail(self.log, self.offset)
 
 
+def _alive(pid: int | None) -> bool:
+    """Whether process `pid` runs (neither gone nor exited and unreaped)."""
+    try:
+        return bool(pid) and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _wait_gone(pid: int | None, limit_s: float = 10.0) -> None:
     deadline = time.monotonic() + limit_s
-    while pid and time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":  # exited, unreaped
-                return
-        except OSError:  # gone
-            return
+    while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
