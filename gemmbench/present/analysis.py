@@ -56,7 +56,7 @@ def pct_of_baseline(r, digits: int = 0) -> str:
     if pd.isna(r.pct_of_baseline):
         return ""
     ci = pd.to_numeric(getattr(r, "pct_of_baseline_ci", None), errors="coerce")
-    interval = f" ±{ci:.{max(digits, 1)}f}" if np.isfinite(ci) else ""
+    interval = f" ±{ci:.2g}" if np.isfinite(ci) else ""  # two significant digits: often well under a point
     return f"{r.pct_of_baseline:.{digits}f}%{interval}"
 
 
