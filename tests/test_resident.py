@@ -116,9 +116,13 @@ def test_a_job_whose_worker_did_not_stay_leaves_no_socket_log_or_lock(tmp_path, 
     monkeypatch.setattr(supervise, "RESIDENT_DIR", tmp_path)
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    for pid, left in ((gone.pid, []), (os.getpid(), ["sock", "log", "lock"])):
-        with supervise.Resident({"A": str(pid)}, 10.0) as worker:
+    # (its pid, whether its socket is there when the job ends, what is left of the slot)
+    for pid, listening, left in ((gone.pid, True, []), (os.getpid(), False, []),
+                                 (os.getpid(), True, ["sock", "log", "lock"])):
+        with supervise.Resident({"A": str(pid), "B": str(listening)}, 10.0) as worker:
             worker.pid = pid
             Path(worker.address).touch()
             worker.log.touch()
+            if not listening:  # a worker on its way out removes its socket first
+                Path(worker.address).unlink()
         assert sorted(p.suffix[1:] for p in tmp_path.glob(f"{worker.key}-*")) == sorted(left)

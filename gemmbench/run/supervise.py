@@ -141,7 +141,8 @@ class Resident:
 
     def __exit__(self, *exc):
         os.close(self.lock)  # the worker stays, idle, for the next job
-        if not _alive(getattr(self, "pid", None)):  # none stays (it exited, or was killed): nor does its slot
+        # none stays (it removed its socket on its way out, exited, or was killed): nor does its slot
+        if not Path(self.address).exists() or not _alive(getattr(self, "pid", None)):
             Path(self.address).unlink(missing_ok=True)
             self.log.unlink(missing_ok=True)
             locks.remove_if_free(RESIDENT_DIR / f"{Path(self.address).stem}.lock")
