@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib import ticker
 
 from kernels.registry import MODES
+
+if TYPE_CHECKING:  # drawing imports matplotlib; the workflow reads the views when it plans, which draws nothing
+    import matplotlib.pyplot as plt
 
 MODE_ORDER = list(MODES)
 
@@ -19,6 +21,8 @@ def modes_in(df: pd.DataFrame) -> list[str]:
 
 
 def placeholder(title: str, text: str) -> plt.Figure:
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.axis("off")
     ax.set_title(title)
@@ -36,6 +40,8 @@ def _size_label(size: int) -> str:
 def log2_size_axis(ax: plt.Axes, sizes: pd.Series) -> None:
     """Log2 x axis ticked at powers of two (every second or fourth one where there are many), labelled as sizes
     (256, 512, 1k, ... 16k)."""
+    from matplotlib import ticker
+
     low, high = math.floor(math.log2(sizes.min())), math.ceil(math.log2(sizes.max()))
     step = math.ceil((high - low + 1) / MAX_SIZE_LABELS)
     ticks = [2 ** e for e in range(high, low - 1, -step)][::-1]
