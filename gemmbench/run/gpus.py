@@ -133,7 +133,7 @@ def quiet(exclusive: bool, lock_dir: Path | None = None):
     another process's context coming or going stalls the kernels running on that GPU for up to milliseconds (a
     build beside the job that measures starts a worker, and with it a context, for every compile), where loading
     modules into a context that exists, NVML's reads and a busy host do not
-    (reports/examples/report-review/slow-samples-diagnosis.jsonl). A timed stretch holds the lock exclusively; a
+    (reports/examples/h100-slow-samples/slow-samples-diagnosis.jsonl). A timed stretch holds the lock exclusively; a
     worker holds it shared while it makes or destroys its context. Yields the seconds waited, or None where the
     lock was not taken: not pinned to one GPU, or still held by others after QUIET_WAIT_S (the block runs
     anyway)."""
