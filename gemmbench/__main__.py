@@ -110,12 +110,13 @@ def cmd_check_config(args) -> int:
     for item in args.config or ():
         merged = configuration.merged(merged, configuration.command_line(item))
     validated = configuration.validate(merged)
-    quiet = logging.getLogger("gemmbench")
-    level, quiet.level = quiet.level, logging.ERROR  # what the plan warns of is said again when the run plans
+    logger = logging.getLogger("gemmbench")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # what the plan warns of is said again when the run plans
     try:
         plan.variants(validated, "cpu")  # what the schema cannot know: the registered workloads, families, variants
     finally:
-        quiet.setLevel(level)
+        logger.setLevel(level)
     return 0
 
 

@@ -177,7 +177,7 @@ def side_by_side(summary: pd.DataFrame) -> list[dict]:
         at = group[group["m"] == size]
         best = at.loc[at.groupby(["family", "gpu"])["tflops"].idxmax()]
         rows = [{"family": family, "cells": {r.gpu: f"{r.variant}: {readable(r.tflops)}" + (
-            "" if pd.isna(r.pct_of_baseline) else f" · {pct_of_baseline(r)}")
+            f" · {pct_of_baseline(r)}" if pct_of_baseline(r) else "")
             + (f" ⚠ throttled ({throttled(r)})" if throttled(r) else "") for r in rows.itertuples()}}
             for family, rows in ((family, best[best["family"] == family]) for family in baseline_first(best))]
         tables.append({"title": f"{mode} · {cache} cache · {size}×{size}×{size}", "models": models, "rows": rows})

@@ -75,10 +75,11 @@ def robust_spread(samples) -> dict:
     """What a few slow samples cannot decide: the samples' interquartile range relative to their median (iqr_rel),
     and how many took over SLOW times the median (slow_samples)."""
     x = np.asarray([] if samples is None else samples, dtype=float)
-    if x.size < 2 or np.median(x) <= 0:
+    if x.size < 2:
         return {"iqr_rel": np.nan, "slow_samples": 0 if x.size else np.nan}
-    median = np.median(x)
-    q1, q3 = np.percentile(x, [25, 75])
+    q1, median, q3 = np.percentile(x, [25, 50, 75])
+    if median <= 0:
+        return {"iqr_rel": np.nan, "slow_samples": 0}
     return {"iqr_rel": float((q3 - q1) / median), "slow_samples": int((x > SLOW * median).sum())}
 
 
@@ -129,7 +130,7 @@ def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     # split over several GPUs of one model compares across them, as they agree within noise); CPU rows against the
     # cuBLAS of their own host. b2b: the speedups over two cuBLAS calls and over the fastest unfused variant.
     shape = ["workload", "mode", *SHAPE_COLUMNS]
-    frame["peer"] = frame.gpu.where(frame.device == "cuda", frame.host)
+    frame["peer"] = _peer(frame)
     frame = frame.drop(columns=["pct_of_baseline"])
     baseline = frame[(frame.role == "baseline") & ok]
     frame = _merge_reference(frame, baseline, shape).rename(columns={"reference_s": "baseline_s",
@@ -160,15 +161,21 @@ def _ratio_interval(frame: pd.DataFrame) -> pd.Series:
 
 
 def _with_interval(frame: pd.DataFrame) -> pd.DataFrame:
-    """A summary from before pct_of_baseline_ci, given it from its medians' half-widths (GPU rows: the baseline of
-    the same GPU model, shape and mode)."""
-    if "pct_of_baseline_ci" in frame or not {"median_ci_rel", "pct_of_baseline", "status"} <= set(frame):
+    """A summary from before pct_of_baseline_ci, given it from its medians' half-widths (the baseline as
+    summary_table finds it: same GPU model, or a CPU row's host, shape and mode)."""
+    needed = {"median_ci_rel", "pct_of_baseline", "status", "device", "host"}
+    if "pct_of_baseline_ci" in frame or not needed <= set(frame):
         return frame
-    keys = ["gpu", "workload", "mode", *SHAPE_COLUMNS]
-    baseline = frame[(frame.role == "baseline") & (frame.status == "ok")].drop_duplicates(keys)
-    frame = frame.merge(baseline[[*keys, "median_ci_rel"]].rename(columns={"median_ci_rel": "baseline_ci_rel"}),
-                        on=keys, how="left")
-    return frame.assign(pct_of_baseline_ci=_ratio_interval(frame)).drop(columns="baseline_ci_rel")
+    peered = frame.assign(peer=_peer(frame))
+    baseline = peered[(peered.role == "baseline") & (peered.status == "ok")]
+    merged = _merge_reference(peered, baseline, ["workload", "mode", *SHAPE_COLUMNS])
+    return frame.assign(pct_of_baseline_ci=_ratio_interval(merged.rename(
+        columns={"reference_ci_rel": "baseline_ci_rel"})).to_numpy())
+
+
+def _peer(frame: pd.DataFrame) -> pd.Series:
+    """Whose baseline a row is compared with: its GPU model, or for a CPU row its host."""
+    return frame.gpu.where(frame.device == "cuda", frame.host)
 
 
 def _merge_reference(frame: pd.DataFrame, reference: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
