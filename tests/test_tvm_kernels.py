@@ -121,11 +121,56 @@ def test_dlight_launch_matches_its_source(shape):
     assert all(g >= 1 for g in grid) and grid[2] == 1
 
 
-@pytest.mark.parametrize("file", variants.SCHEDULES[:3])  # 04's parameters come from tuning (tested below)
+# 04's parameters come from its own search (tested below)
+@pytest.mark.parametrize("file", [f for f in variants.SCHEDULES if not hasattr(variants.schedule_module(f), "search")])
 def test_defaults_and_space_are_valid(file):
     module = variants.schedule_module(file)
     assert module.check(module.DEFAULTS) is None
     assert set(module.SPACE) <= set(module.DEFAULTS)
+
+
+RECIPE = variants.schedule_module("05_recipe.py")
+
+
+def test_the_recipe_is_rung_12s_in_tvms_generated_cuda():
+    """What 05 states to TVM, as it comes out: A copied into shared memory transposed by 4-byte cp.async (lanes
+    along k, k rows 4 floats longer than the tile), B by cp.async, STAGES - 1 tiles in flight, each k-step's
+    fragments read as float4s (2 of A and 4 of B a thread), 8×16 accumulators, float4 stores of the output."""
+    p = RECIPE.DEFAULTS
+    source, sch = source_for("05_recipe.py", (4096, 4096, 4096))
+    assert variants.launch_dims(sch) == ((4096 // p["BM"] * 4096 // p["BN"], 1, 1), (256, 1, 1))
+    copies = re.findall(r"ptx_cp_async_legacy_ca_4_4_4\((\w+)_shared_ptr, \(*(.*?)\), \w+_ptr", source)
+    assert {name for name, _ in copies} == {"A", "B"}
+    assert any(name == "A" and "* 260)" in index for name, index in copies)  # the transposed row's stride
+    assert f"cp.async.wait_group {p['STAGES'] - 1}" in source
+    assert len(re.findall(r"\*\(float4\*\)\(A_shared_local_ptr[^=]*= \*\(float4\*\)\(A_shared_ptr", source)) > 0
+    assert len(re.findall(r"\*\(float4\*\)\(B_shared_local_ptr[^=]*= \*\(float4\*\)\(B_shared_ptr", source)) > 0
+    assert re.search(r"float C_local_ptr\[128\]", source) and "*(float4*)(C_ptr" in source
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)], ids=str)
+def test_the_recipe_pads_any_shape_with_zero_filled_copies_and_covers_every_output(shape):
+    """Shapes that are not whole tiles: the copies outside the matrices write zeros (predicated cp.async), the
+    output is written element by element under its bounds, and the grid covers every output tile."""
+    m, n, _ = shape
+    p = RECIPE.DEFAULTS
+    source, sch = source_for("05_recipe.py", shape)
+    grid, block = variants.launch_dims(sch)
+    assert block == (256, 1, 1) and grid[0] * p["BM"] * p["BN"] >= m * n
+    assert "ptx_cp_async_legacy_pred_ca_4_4_4(" in source and "*(float4*)(C_ptr" not in source
+
+
+def test_every_point_of_the_recipes_space_is_scheduled():
+    """The tune stage's candidates: each valid point of the space schedules at a whole and a padded shape."""
+    import itertools
+
+    names = list(RECIPE.SPACE)
+    valid = [p for p in ({**RECIPE.DEFAULTS, **dict(zip(names, combo))}
+                         for combo in itertools.product(*RECIPE.SPACE.values())) if RECIPE.check(p) is None]
+    assert len(valid) > 1
+    for params in valid:
+        for shape in ((2048, 2048, 2048), (1000, 999, 1001)):
+            variants.scheduled("05_recipe.py", params, shape, SM90)
 
 
 def test_the_kernel_takes_only_the_three_pointers():

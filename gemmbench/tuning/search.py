@@ -156,7 +156,8 @@ def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expec
                      variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
                      classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings,
-            "compilers": records.compilers(variant), "classes": classes}
+            "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
+            "generated": records.generated(variant, mode, classes)}
 
 
 class Sittings:

@@ -33,7 +33,7 @@ from kernels import sass
 from kernels.registry import TVM, Built, Variant, register
 
 HERE = Path(__file__).parent
-SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py")
+SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py", "05_recipe.py")
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -250,7 +250,7 @@ def _variant(file: str) -> Variant:
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
                    tuner=_tuner(module), source_files=(str(HERE / file), __file__), compilers=TVM,
                    description=module.DESCRIPTION, prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k),
-                   generated=None if _tuner(module) else (lambda mode, params: code(file, params)))
+                   generated=lambda mode, params: code(file, params))
 
 
 for _file in SCHEDULES:
