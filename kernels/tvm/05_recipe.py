@@ -71,18 +71,19 @@ def schedule(func, p: Mapping, target, bind: bool = True):
     def axes(names: str):  # an index map from the block's variables to those `names` lists, in its order
         return index_map_to(*(name for name in names.split() if extents[name] > 1))  # TVM drops those of one
     ko, ki = sch.split(k, [None, p["BK"]])
-    sch.bind(sch.fuse(ig, jb, ii), "blockIdx.x")
-    thread = sch.fuse(wy, wx, ly, lx)
-    sch.bind(thread, "threadIdx.x")
 
     c_local = sch.reindex_cache_write(block, 0, "local", axes("ig jb ii wy wx ly lx wm tm wn tn"))
+    # Under the thread loops before they are fused (the padding's write-back keeps its bounds only so), and they
+    # are bound before the shared caches come (whose regions then span the block's threads).
+    sch.reverse_compute_at(c_local, lx)
     padded_c = sch.get_consumers(c_local)
     for pad in padded_c:
         sch.reverse_compute_inline(pad)
-    sch.reverse_compute_at(c_local, thread)
-    c_wn, c_tn, c_wm, c_tm = sch.get_loops(c_local)[-4:]
-    sch.reorder(c_wm, c_tm, c_wn, c_tn)
+    sch.bind(sch.fuse(ig, jb, ii), "blockIdx.x")
+    sch.bind(sch.fuse(wy, wx, ly, lx), "threadIdx.x")
     if not padded_c:  # whole tiles: float4 stores along n
+        c_wn, c_tn, c_wm, c_tm = sch.get_loops(c_local)[-4:]
+        sch.reorder(c_wm, c_tm, c_wn, c_tn)
         sch.vectorize(sch.split(c_tn, [None, VECTOR])[1])
 
     threads = warp_threads(p)
