@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, tree_copy
 
 COMMITTED = len(list((ROOT / "resources" / "tuning").glob("*/*/*/*.json")))
@@ -89,13 +91,39 @@ def test_a_helper_moved_into_a_header_with_the_same_unit_leaves_every_record_cur
 
 
 def test_a_kernel_edit_that_changes_code_re_keys_that_rungs_records_and_no_other(tmp_path):
+    """Also after a check of the unedited tree has stored every variant's digest (codekey's store)."""
     tree = tree_copy(tmp_path / "tree")
+    assert check(tree) == (COMMITTED, []) and (tree / "kernels/__pycache__/codekey.json").exists()
     edit(tree / "kernels/cupy/13_split_barriers.cu", "__device__ __forceinline__ void barrier_arrive_copies",
          "__device__ __forceinline__ void barrier_renamed(unsigned long long* barrier);\n"
          "__device__ __forceinline__ void barrier_arrive_copies")
     standing, stale = check(tree)
     assert standing == COMMITTED - SPLIT_BARRIERS and len(stale) == SPLIT_BARRIERS
     assert all("cupy/13_split_barriers/" in line for line in stale)
+
+
+def test_a_digest_computed_once_is_read_back_until_an_input_changes(tmp_path, monkeypatch):
+    """A new process (here: a cleared memory) reads the stored digest instead of parsing the code again; any file of
+    kernels/ that reads differently makes it parse again."""
+    from gemmbench.tuning import codekey
+    from kernels import registry
+
+    variant = registry.load()["cupy/07_vectorized"]
+    monkeypatch.setattr(codekey, "STORE", tmp_path / "codekey.json")
+    monkeypatch.setattr(codekey, "_digests", {})
+    digest = codekey.code_digest(variant)
+
+    def parsed(_):
+        raise AssertionError("parsed again")
+    monkeypatch.setattr(codekey, "canonical", parsed)
+    monkeypatch.setattr(codekey, "_digests", {})
+    assert codekey.code_digest(variant) == digest
+    shared = registry.KERNELS / "tiles.py"
+    real = codekey._file_digest
+    monkeypatch.setattr(codekey, "_file_digest", lambda path: b"edited" if path == shared else real(path))
+    monkeypatch.setattr(codekey, "_digests", {})
+    with pytest.raises(AssertionError, match="parsed again"):
+        codekey.code_digest(variant)
 
 
 def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_path):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
 import re
 import sys
 import types
@@ -219,9 +221,65 @@ _digests: dict[int, tuple] = {}  # id(variant) -> (variant, its files' bytes, di
 
 def code_digest(variant: registry.Variant) -> str:
     """The digest of the variant's canonical code, computed once per variant object and content of the files it
-    names (planning asks for it per record and per job)."""
+    names (planning asks for it per record and per job), and kept across processes (see `_stored`)."""
     files = tuple(Path(f).read_bytes() for f in variant.source_files)
     known = _digests.get(id(variant))
     if known is None or known[0] is not variant or known[1] != files:
-        known = _digests[id(variant)] = variant, files, hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
+        known = _digests[id(variant)] = variant, files, _stored(variant, files)
     return known[2]
+
+
+STORE = registry.KERNELS / "__pycache__" / "codekey.json"  # beside Python's own caches of these sources
+
+
+def _stored(variant: registry.Variant, files: tuple[bytes, ...]) -> str:
+    """The digest, from STORE where it was computed before from the same inputs: every file of kernels/, the
+    variant's own files, this module, the Python version and which kernels/ modules this process has imported (what
+    `canonical` reads). Each Snakemake invocation plans in a new process, and a no-change rerun would otherwise
+    parse every variant's code again."""
+    inputs = hashlib.sha256(json.dumps([variant.key, registry.origin(variant.key) if variant.key in
+                                        registry.declared() else None, list(sys.version_info[:2]),
+                                        sorted(n for n in sys.modules if n.startswith("kernels."))]).encode())
+    for path in sorted(p for p in registry.KERNELS.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        inputs.update(str(path.relative_to(registry.KERNELS)).encode() + b"\0" + _file_digest(path))
+    inputs.update(_file_digest(Path(__file__)))
+    for content in files:
+        inputs.update(hashlib.sha256(content).digest())
+    key = inputs.hexdigest()
+    store = _read_store()
+    if key not in store:
+        store[key] = hashlib.sha256(canonical(variant).encode()).hexdigest()[:16]
+        _write_store(store)
+    return store[key]
+
+
+_file_digests: dict[Path, tuple] = {}  # path -> ((mtime_ns, size), sha256 of its bytes)
+
+
+def _file_digest(path: Path) -> bytes:
+    stat = path.stat()
+    known = _file_digests.get(path)
+    if known is None or known[0] != (stat.st_mtime_ns, stat.st_size):
+        known = _file_digests[path] = (stat.st_mtime_ns, stat.st_size), hashlib.sha256(path.read_bytes()).digest()
+    return known[1]
+
+
+STORE_ENTRIES = 2048  # the newest kept: a store that only grew would be read whole by every plan
+
+
+def _read_store() -> dict:
+    try:
+        return json.loads(STORE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_store(store: dict) -> None:
+    """Atomically, and only where it can be written (a read-only checkout plans as before, parsing each time)."""
+    try:
+        STORE.parent.mkdir(exist_ok=True)
+        tmp = STORE.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(list(store.items())[-STORE_ENTRIES:])))
+        tmp.replace(STORE)
+    except OSError:
+        pass
