@@ -154,7 +154,7 @@ def cmd_report(args) -> int:
 
     import pandas as pd
 
-    from gemmbench.present import plots, tables, views
+    from gemmbench.present import plots, tables, time_spent, views
     from gemmbench.present.methodology import methodology
     from gemmbench.present.report import render_report
 
@@ -175,7 +175,9 @@ def cmd_report(args) -> int:
                       summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
                       methodology=methodology(cfg, devices),
                       compared_with=(args.compare, tables.read(args.compare)) if args.compare else None,
-                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None)
+                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None,
+                      time=time_spent.breakdown(summary, validation,
+                                                time_spent.job_walls(folder.parent / "benchmarks")))
     print(f"wrote {args.out}")
     return 0
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_command, tree_copy, write_config
 
 from gemmbench.measure import provenance
-from gemmbench.present import tables
+from gemmbench.present import tables, time_spent
 
 pytestmark = pytest.mark.slow
 
@@ -60,6 +60,11 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
         assert (workdir / f"reports/figures/{figure}.svg").stat().st_size > 0
     for figure in ("ladder", "pct_of_baseline"):  # they compare with cuBLAS, which a CPU run has not: not drawn empty
         assert not (workdir / f"reports/figures/{figure}.png").exists()
+    # where the time went: each job's wall (Snakemake's benchmark files), the measure jobs' by part
+    walls = time_spent.job_walls(workdir / "results/benchmarks")
+    assert {"build", "measure", "aggregate"} <= set(walls.stage) and (walls.wall_s > 0).all()
+    spent = html.split('id="time"')[1].split("</section>")[0]
+    assert 'class="timebar"' in spent and ">kernel<" in spent and ">job overhead<" in spent
 
 
 def test_no_change_rerun_does_nothing(cpu_run):

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gemmbench.measure import ncu
+from gemmbench.present import report, time_spent
 from gemmbench.present.plots import plot_all
 from gemmbench.present.report import render_report
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/tables.schema.yaml").read_text())["tables"]
 FIGURES = {"ladder", "tflops_vs_size", "pct_of_baseline", "roofline", "validation_error"}
 SECTIONS = ["At a glance", "Summary", "Figures", "Validation", "Status of benchmark points", "Build facts",
-            "Environment", "Methodology", "Downloads"]
+            "Where the time went", "Environment", "Methodology", "Downloads"]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -523,3 +524,27 @@ def test_every_figure_of_the_h100_example_shows_what_it_draws():
         problems[name] = figure_problems(fig)
         plt.close(fig)
     assert "validation_error" in problems and not any(problems.values()), problems
+
+
+def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
+    """The GPU's serial path: the tune and measure jobs' walls (Snakemake's benchmark files), the measure jobs' split
+    by what their rows say; what the rows do not account for is the jobs' overhead; the builds are the CPU's."""
+    for job, seconds in {"tune/h100/cupy/a/fp32": 5.0, "measure/cupy/a/fp32": 30.0, "measure/cupy/b/fp32": 20.0,
+                         "build/cupy/a/fp32": 7.0, "aggregate/aggregate": 2.0}.items():
+        path = tmp_path / "benchmarks" / f"{job}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:{seconds:02.0f}\t100\n")
+    summary = pd.DataFrame({"status": ["ok", "ok", "skipped"], "kernel_s": [10.0, 4.0, np.nan],
+                            "sampling_overhead_s": [3.0, 1.0, np.nan], "check_s": [2.0, 1.0, np.nan],
+                            "settle_s": [1.0, 1.0, np.nan], "measure_s": [17.0, 8.0, np.nan],
+                            "quiet_wait_s": [0.5, np.nan, np.nan]})
+    validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0]})
+    time = time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "benchmarks"))
+    assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
+                                "warm-up": 2.0, "lock wait": 0.5, "validation": 6.0, "fp64 reference": 4.0,
+                                "job overhead": 50.0 - 35.5}
+    assert time["cpu"] == {"build": 7.0, "aggregate": 2.0}
+    html = report.time_view(time)
+    assert html["total"] == "55.0" and [p["part"] for p in html["parts"]][:2] == ["tune", "kernel"]
+    assert abs(sum(p["share"] for p in html["parts"]) - 100) < 1e-9
+    assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from gemmbench.present import tables, views
+from gemmbench.present import tables, time_spent, views
 from gemmbench.present.analysis import (
     at_a_glance,
     at_a_glance_speedups,
@@ -41,7 +41,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
                   figures: dict[str, Path], out_html: Path, methodology: dict,
                   compared_with: tuple[str, pd.DataFrame] | None = None,
-                  profile: pd.DataFrame | None = None) -> None:
+                  profile: pd.DataFrame | None = None, time: dict | None = None) -> None:
     """`figures` in reading order (the workload's view, gemmbench/present/views/); their captions are the ones
     `snakemake --report` shows (workflow/report/*.rst)."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
@@ -59,6 +59,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         best_tables=best_per_family(summary),
         ladders=ladders(summary),
         profile=profile_sections(summary, profile) if profile is not None else None,
+        time=time_view(time),
         workload_tables=[table for view in views.VIEWS.values() if view.sections
                          for table in view.sections(summary, devices)],
         figures=[{"name": name, "caption": f"{_caption(name)} {_drawn(summary, name)}".strip(),
@@ -83,6 +84,28 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                    *_samples_downloads(Path(samples_csv))],
     )
     Path(out_html).write_text(html, encoding="utf-8")
+
+
+PART_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
+                "#1f78b4", "#b2df8a", "#fb9a99")
+
+
+def time_view(time: dict | None) -> dict | None:
+    """The run's time (time_spent.breakdown) as the report draws it: the GPU's serial path as one bar of parts, each
+    with its seconds, share and meaning, and the CPU's jobs beside it."""
+    if not time:
+        return None
+    total = sum(time["gpu_path"].values())
+    meaning = {"tune": "the tune jobs: searches, or reading committed records", **time_spent.MEASURE_PARTS,
+               "profile": "Nsight Compute's replays of one launch per point"}
+    parts = [{"part": part, "seconds": f"{seconds:.1f}", "share": 100 * seconds / total if total else 0.0,
+              "meaning": meaning[part], "colour": PART_COLOURS[i % len(PART_COLOURS)]}
+             for i, (part, seconds) in enumerate(time["gpu_path"].items())]
+    jobs = time["jobs"]
+    return {"total": f"{total:.1f}", "parts": parts,
+            "cpu": [{"stage": stage, "seconds": f"{seconds:.1f}"} for stage, seconds in time["cpu"].items()],
+            "jobs": [{"stage": r.stage, "count": int(r["count"]), "seconds": f"{r['sum']:.1f}"}
+                     for _, r in jobs.iterrows()]}
 
 
 COMPILERS = {"nvrtc": "NVRTC (CuPy)", "nvidia-cuda-nvrtc": "NVRTC wheel", "nvvm": "NVVM", "numba": "Numba",

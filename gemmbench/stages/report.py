@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gemmbench.present import tables
+from gemmbench.present import tables, time_spent
 from gemmbench.present.methodology import methodology
 from gemmbench.present.report import render_report
 from gemmbench.stages.common import tables_of
@@ -19,4 +19,6 @@ def run(config: dict, tables_dir, pngs: list, out) -> None:
                   devices=t["devices"], figures=figures, out_html=Path(out),
                   methodology=methodology(config, t["devices"]),
                   compared_with=(other, tables.read(other)) if other else None,
-                  profile=t["profile"] if config["profile"]["enabled"] else None)
+                  profile=t["profile"] if config["profile"]["enabled"] else None,
+                  time=time_spent.breakdown(t["summary"], t["validation"],
+                                            time_spent.job_walls(Path(tables_dir).parent / "benchmarks")))

@@ -12,6 +12,8 @@ rule aggregate:
         devices="results/tables/devices.json",
     log:
         "results/logs/aggregate.log",
+    benchmark:
+        "results/benchmarks/aggregate/aggregate.tsv"
     conda:
         "../../environment.yml"
     params:

@@ -6,6 +6,8 @@ rule build:
         "results/build/{family}/{variant}/{mode}.json",
     log:
         "results/logs/build/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/build/{family}/{variant}/{mode}.tsv"
     conda:
         "../../environment.yml"
     resources:

@@ -9,6 +9,8 @@ rule measure:
         bench="results/bench/{family}/{variant}/{mode}.json",
     log:
         "results/logs/measure/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/measure/{family}/{variant}/{mode}.tsv"
     conda:
         "../../environment.yml"
     threads: threads_needed

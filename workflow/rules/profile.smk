@@ -8,6 +8,8 @@ rule profile_variant:
         "results/profile/{family}/{variant}/{mode}.json",
     log:
         "results/logs/profile/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/profile_variant/{family}/{variant}/{mode}.tsv"
     conda:
         "../../environment.yml"
     resources:

@@ -6,6 +6,8 @@ rule tune:
         "results/tune/{gpu}/{family}/{variant}/{mode}.json",
     log:
         "results/logs/tune/{gpu}/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/tune/{gpu}/{family}/{variant}/{mode}.tsv"
     conda:
         "../../environment.yml"
     resources:

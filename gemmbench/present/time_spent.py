@@ -1,0 +1,67 @@
+"""Where a run's time went: each job's wall time (Snakemake's benchmark files, results/benchmarks/<rule>/...) and,
+inside the measure jobs, what the rows say their seconds were spent on. The GPU's jobs run one after another, so
+their sum is the run's serial path; the builds run beside them on the CPU."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+GPU_STAGES = ("tune", "measure", "profile_variant")  # the jobs that hold the GPU, one after another
+CPU_STAGES = ("build", "aggregate")  # beside them (builds) or after them (aggregate); plot and report time nothing
+
+# The parts of the measure jobs' time, in the order they are drawn, each with what it is
+MEASURE_PARTS = {
+    "kernel": "the sampled launches' own device time",
+    "accounting": "fresh inputs, a poisoned output and Freivalds' test around every sample",
+    "checks": "the audits after sampling (launches checked in full against the fp64 reference)",
+    "settle": "waiting for the clocks to settle before sampling",
+    "warm-up": "warm-up launches",
+    "lock wait": "waiting for the GPU to be free of other processes' contexts (builds starting or ending)",
+    "validation": "validation launches and their comparison",
+    "fp64 reference": "the fp64 reference products (validation's and the timed points')",
+    "job overhead": "the rest of the measure jobs: the worker's start, loading what was compiled, hand-offs",
+}
+
+
+def job_walls(folder: Path) -> pd.DataFrame:
+    """One row per job that left a benchmark file: its stage (the rule) and its wall seconds."""
+    rows = [{"stage": path.relative_to(folder).parts[0], "job": str(path.relative_to(folder).with_suffix("")),
+             "wall_s": float(pd.read_csv(path, sep="\t")["s"].iloc[0])}
+            for path in sorted(Path(folder).rglob("*.tsv"))]
+    return pd.DataFrame(rows, columns=["stage", "job", "wall_s"])
+
+
+def _total(frame: pd.DataFrame, column: str) -> float:
+    return float(pd.to_numeric(frame[column], errors="coerce").fillna(0).sum()) if column in frame else 0.0
+
+
+def measure_parts(summary: pd.DataFrame, validation: pd.DataFrame, measure_wall_s: float) -> dict[str, float]:
+    """Seconds of the measure jobs by part (MEASURE_PARTS), from the rows of this run's summary and validation."""
+    timed = summary.loc[summary["status"] != "skipped"] if "status" in summary else summary
+    kernel = _total(timed, "kernel_s") if "kernel_s" in timed else \
+        _total(timed.assign(product=pd.to_numeric(timed.get("samples"), errors="coerce")
+                            * pd.to_numeric(timed.get("median_s"), errors="coerce")), "product")
+    measure, settle = _total(timed, "measure_s"), _total(timed, "settle_s")
+    accounting, checks = _total(timed, "sampling_overhead_s"), _total(timed, "check_s")
+    validate, reference = _total(validation, "validate_s"), _total(validation, "fp64_reference_s")
+    parts = {"kernel": kernel, "accounting": accounting, "checks": checks, "settle": settle,
+             "warm-up": max(0.0, measure - kernel - accounting - checks - settle),
+             "lock wait": _total(timed, "quiet_wait_s"), "validation": max(0.0, validate - reference),
+             "fp64 reference": reference}
+    parts["job overhead"] = max(0.0, measure_wall_s - sum(parts.values()))
+    return parts
+
+
+def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFrame) -> dict | None:
+    """The run's time: the GPU's serial path (tune, the measure jobs by part, profile) and the CPU's jobs, in
+    seconds; None where no job left a benchmark file (a run from before they were kept)."""
+    if walls.empty:
+        return None
+    by_stage = walls.groupby("stage")["wall_s"].sum()
+    gpu = {"tune": float(by_stage.get("tune", 0.0)),
+           **measure_parts(summary, validation, float(by_stage.get("measure", 0.0))),
+           "profile": float(by_stage.get("profile_variant", 0.0))}
+    return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0},
+            "cpu": {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage},
+            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index()}
