@@ -548,3 +548,26 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     assert html["total"] == "55.0" and [p["part"] for p in html["parts"]][:2] == ["tune", "kernel"]
     assert abs(sum(p["share"] for p in html["parts"]) - 100) < 1e-9
     assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None
+
+
+def test_two_runs_agreement_names_every_point_outside_2_percent_with_what_may_explain_it():
+    """The H100 example's two default runs: the share of points (m ≥ 1024) within 2%, and each other point listed
+    with its reason: throttled in either run, a launch under 100 µs, within its noise, or none recorded."""
+    from gemmbench.present import analysis, tables
+    from gemmbench.workloads import shape_text
+
+    example = ROOT / "reports/examples/h100"
+    first, second = (tables.read(example / name) for name in ("summary.csv", "summary-run2.csv"))
+    both = tables.compare(first, second, min_size=0)
+    sized = both[both["m"] >= 1024]
+    outside = sized[sized["diff_pct"].abs() > 2]
+    compared = analysis.comparison(second, "run 1", first)
+    assert f"Of the {len(sized)} points with m ≥ 1024 both runs measured, {len(sized) - len(outside)} " \
+        in compared["agreement"]
+    assert len(compared["outside"]) == len(outside) > 0
+    reasons = {row["point"].split(" · ")[0]: row["reason"] for row in compared["outside"]}
+    for r in outside.itertuples():
+        reason = reasons[f"{r.family}/{r.variant} {r.mode} {shape_text(r)}"]
+        assert ("throttled" in reason) == (bool(r.throttled_a) or bool(r.throttled_b))
+        assert ("under 100 µs" in reason) == (min(r.median_s_a, r.median_s_b) < 1e-4)
+    assert any(reason.startswith("none recorded") for reason in reasons.values())

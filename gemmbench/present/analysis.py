@@ -212,7 +212,43 @@ def comparison(summary: pd.DataFrame, name: str, other: pd.DataFrame) -> dict:
              "diff": f"{r.diff_pct:+.1f}%", "limit": f"±{r.limit:.2g}%",
              "throttled": " / ".join(w for w, flag in (("before", r.throttled_a), ("now", r.throttled_b))
                                      if flagged(flag))} for r in beyond.itertuples()]
-    return {"name": name, "source": source, "text": text, "rows": rows}
+    return {"name": name, "source": source, "text": text, "rows": rows, **agreement(both.assign(limit=limit))}
+
+
+AGREEMENT_PCT, AGREEMENT_MIN_M = 2.0, 1024  # two runs agree at a point within 2%; the points at m ≥ 1024 count
+SHORT_LAUNCH_S = 1e-4  # a launch this short is timed by the events' resolution and launch overheads as much as by it
+
+
+def agreement(both: pd.DataFrame) -> dict:
+    """How many points (m ≥ AGREEMENT_MIN_M) the two runs agree on within AGREEMENT_PCT, and each other point with
+    what may explain its difference (`both`: tables.compare's, with each point's noise limit)."""
+    sized = both[both["m"] >= AGREEMENT_MIN_M] if "m" in both else both
+    if sized.empty:
+        return {"agreement": "", "outside": []}
+    outside = sized[sized["diff_pct"].abs() > AGREEMENT_PCT].sort_values("diff_pct")
+    inside = len(sized) - len(outside)
+    text = (f"Of the {len(sized)} points with m ≥ {AGREEMENT_MIN_M} both runs measured, {inside} "
+            f"({100 * inside / len(sized):.1f}%) are within {AGREEMENT_PCT:g}% of the reference (median |difference| "
+            f"{sized['diff_pct'].abs().median():.2f}%)" + ("; the others, each with what may explain it:"
+                                                          if len(outside) else "."))
+    return {"agreement": text, "outside": [{"point": f"{r.family}/{r.variant} {r.mode} {shape_text(r)} · {r.gpu}",
+                                            "diff": f"{r.diff_pct:+.1f}%", "reason": difference_reason(r)}
+                                           for r in outside.itertuples()]}
+
+
+def difference_reason(r) -> str:
+    """What may explain a point's difference between two runs, from what both runs recorded at it."""
+    reasons = [f"throttled {when} ({cause if isinstance(cause, str) and cause else 'clock dropped'})"
+               for when, flag, cause in (
+            ("in the reference", r.throttled_a, r.throttle_reasons_a),
+            ("in this run", r.throttled_b, r.throttle_reasons_b)) if flagged(flag)]
+    if min(r.median_s_a, r.median_s_b) < SHORT_LAUNCH_S:
+        reasons.append(f"a launch under {SHORT_LAUNCH_S * 1e6:.0f} µs")
+    if not r.same_gpu:
+        reasons.append("another GPU of the model")
+    if abs(r.diff_pct) <= r.limit:
+        reasons.append(f"within its noise (±{r.limit:.2g}%)")
+    return "; ".join(reasons) or "none recorded: a change of code, compiler or the device's state"
 
 
 def reference_source(other: pd.DataFrame) -> str:
