@@ -157,6 +157,29 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
 
 
+def test_candidates_compiled_ahead_by_their_own_job_are_only_validated_and_timed_by_the_tune_job(tmp_path, cpu_config,
+                                                                                            monkeypatch):
+    """The tune_compile job compiles the search's trials into the shared cache; the tune job then compiles nothing
+    itself and keeps the same fastest candidate."""
+    from gemmbench.tuning import search
+
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "size_classes": [32, 64]},
+                      cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    cfg = configuration.validate(cpu_config)
+    out = tmp_path / "tune.json"
+    done = tune.compile_ahead(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tune.compiled_path(out))
+    assert done["trials"] == 6  # 3 candidates at 2 classes; delay 13 is refused where workers compiled ahead
+    assert done["refused"] == (2 if done["workers"] > 1 else 0)
+
+    def compiles_again(*args, **kwargs):
+        raise AssertionError("the tune job compiled again")
+    monkeypatch.setattr(search, "compile_ahead", compiles_again)
+    record = tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", out)
+    assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
+    assert sum(t["status"] == "rejected" for t in record["trials"]) == 2
+
+
 def test_a_deeper_search_keeps_a_committed_searchs_trials_and_covers_the_shallower_setting(tmp_path, cpu_config,
                                                                                           monkeypatch):
     """A long search spread over sittings: the trials a committed search timed are kept, not timed again, by a

@@ -140,6 +140,22 @@ def test_the_metaschedule_variant_runs_only_with_a_tuning_budget_or_a_committed_
     assert result.returncode != 0 and "tune.autotuner.trials" in result.stdout + result.stderr
 
 
+def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_only_times_them(tmp_path):
+    """On a GPU model with no records, each generic search's candidates are compiled by a job of their own that asks
+    for no GPU (as builds), and its tune job waits for it; MetaSchedule's search (rounds) and a committed record
+    plan none."""
+    result = snakemake(tmp_path, "-n", "--cores", "8", "--config", "device=cuda", "tune={gpu: A GPU nobody tuned for}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout + result.stderr)
+    compiles = {job["wildcards"] for job in jobs if job["rule"] == "tune_compile"}
+    searches = {job["wildcards"] for job in jobs if job["rule"] == "tune" and job["gpu"] == "1"}
+    assert compiles == searches and "variant=03_smem_tiles" in " ".join(compiles)
+    assert {job["gpu"] for job in jobs if job["rule"] == "tune_compile"} == {"0"}
+    assert "results/tune/a-gpu-nobody-tuned-for/cupy/03_smem_tiles/fp32.compiled.json" in result.stdout
+    result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100 80GB HBM3}")
+    assert result.returncode == 0 and "rule tune_compile" not in result.stdout + result.stderr
+
+
 def test_auto_without_a_gpu_runs_cpu_families_and_says_so(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "device=auto")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 GPU_STAGES = ("tune", "measure", "profile_variant")  # the jobs that hold the GPU, one after another
-CPU_STAGES = ("build", "aggregate")  # beside them (builds) or after them (aggregate); plot and report time nothing
+CPU_STAGES = ("tune_compile", "build", "aggregate")  # beside them (compiles, builds) or after them (aggregate)
 
 # The parts of the measure jobs' time, in the order they are drawn, each with what it is
 MEASURE_PARTS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from gemmbench.files import write_json
+from gemmbench.files import read_json, write_json
 from gemmbench.stages.common import variant_of
 from gemmbench.tuning import records, search
 
@@ -43,6 +43,25 @@ def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     if variant.tuner:
         record = search.own_search(config, variant, mode, gpu, settings, expected, committed, out)
     else:
-        record = search.search(config, variant, mode, gpu, settings, expected, committed)
+        ahead = compiled_path(out)
+        record = search.search(config, variant, mode, gpu, settings, expected, committed,
+                               compiled=ahead.exists() and "trials" in read_json(ahead))
     write_json(out, record)
     return record
+
+
+def compiled_path(out) -> Path:
+    """Where the tune_compile job says what it compiled for the tune job whose result is `out`."""
+    return Path(out).with_suffix(".compiled.json")
+
+
+def compile_ahead(config: dict, key: str, mode: str, gpu: str, out) -> dict:
+    """The tune_compile job: where the tune job will search here (no committed or transferred result), its trials
+    compiled into the shared caches, beside the GPU's jobs; otherwise nothing, and why."""
+    variant = variant_of(config, key)
+    where = records.origin(config["tune"], variant, mode, gpu, records.host_gpu())
+    settings = records.settings(config["tune"], variant)
+    done = search.compile_trials(config, variant, mode, gpu, settings) if where == "searched" and not variant.tuner \
+        else {"nothing": f"the tune job's result is {where}" if where != "searched" else "its own search compiles"}
+    write_json(out, done)
+    return done

@@ -66,16 +66,35 @@ def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
     return classes
 
 
-def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
-           committed: Path) -> dict:
-    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, the trials
-    of a committed search that this one extends kept (`earlier_trials`), and the record of the fastest validated
-    candidate per class, with every trial."""
-    key = variant.key
+def planned_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict):
+    """The generic search's candidates, its trials (each candidate at each size class), the trials of a committed
+    search that this one extends (`earlier_trials`) and those left to time."""
     proposed = candidates(variant, plan.params(config, variant), settings["trials"], settings["seed"])
     points = [trial(config, variant, size, params) for size in settings["sizes"] for params in proposed]
     earlier = earlier_trials(config["tune"], variant, mode, gpu)
-    todo = [p for p in points if trial_id(p.size_class, p.params) not in earlier]
+    return proposed, points, earlier, [p for p in points if trial_id(p.size_class, p.params) not in earlier]
+
+
+def compile_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict) -> dict:
+    """The trials left to time, compiled into the shared caches by parallel workers that launch nothing: the
+    tune_compile job, which runs beside the GPU's jobs as builds do, so that the tune job holds the GPU only to
+    validate and time."""
+    todo = planned_trials(config, variant, mode, gpu, settings)[3]
+    start = time.perf_counter()
+    workers, rows = compile_ahead(config, variant, mode, todo)
+    took = time.perf_counter() - start
+    log.info("%s %s: %d trials compiled ahead in %.1f s by %d workers", variant.key, mode, len(todo), took, workers)
+    return {"trials": len(todo), "workers": workers, "compile_s": round(took, 1),
+            "refused": sum(1 for row in rows if row and row.get("status") == "rejected")}
+
+
+def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
+           committed: Path, compiled: bool = False) -> dict:
+    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, the trials
+    of a committed search that this one extends kept (`earlier_trials`), and the record of the fastest validated
+    candidate per class, with every trial. `compiled`: the tune_compile job compiled the trials already."""
+    key = variant.key
+    proposed, points, earlier, todo = planned_trials(config, variant, mode, gpu, settings)
     log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials, %d of them kept from %s)", key, mode,
              len(proposed), settings["sizes"], gpu, len(points), len(points) - len(todo),
              records.shown(committed) if len(todo) < len(points) else "no earlier search")
@@ -84,7 +103,7 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
         changed = {k: v for k, v in todo[i].params.items() if v != proposed[0].get(k)}
         return f"tune {key} n={todo[i].size_class} {changed or 'defaults'}"
 
-    rows = measure_trials(config, variant, mode, todo, describe) if todo else []
+    rows = measure_trials(config, variant, mode, todo, describe, compiled) if todo else []
     measured = {trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
                                                    **{k: r.get(k) for k in TRIAL_FIELDS}}
                 for p, r in zip(todo, rows)}
@@ -108,17 +127,20 @@ def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> P
     return Point(sizes, devices.seed_for(config["seed"], *sizes.values()), params, size)
 
 
-def measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe) -> list[dict]:
+def measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe,
+                   compiled: bool = False) -> list[dict]:
     """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
-    nothing, as builds), then validated and timed one after another by one supervised worker, which loads what
-    they compiled from the caches. Each trial has the tune timing's watchdog: one that hangs costs that trial."""
+    nothing, as builds), unless they were `compiled` ahead (compile_trials), then validated and timed one after
+    another by one supervised worker, which loads what they compiled from the caches. Each trial has the tune
+    timing's watchdog: one that hangs costs that trial."""
     start = time.perf_counter()
-    workers, _ = compile_ahead(config, variant, mode, points)
-    compiled = time.perf_counter()
+    workers = compile_ahead(config, variant, mode, points)[0] if not compiled else 0
+    ready = time.perf_counter()
     task = Task.of("tune", config, variant, mode, points)
     rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
-    log.info("%s %s: %d trials compiled in %.1f s by %d workers, validated and timed in %.1f s", variant.key, mode,
-             len(points), compiled - start, workers, time.perf_counter() - compiled)
+    log.info("%s %s: %d trials %s, validated and timed in %.1f s", variant.key, mode, len(points),
+             f"compiled in {ready - start:.1f} s by {workers} workers" if not compiled else "compiled ahead",
+             time.perf_counter() - ready)
     return rows
 
 

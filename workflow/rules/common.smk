@@ -141,6 +141,24 @@ def committed_tuning(wildcards):
     return [str(path)] if path.exists() else []
 
 
+def tune_compiled(wildcards):
+    """Where the tune job will search its space (the generic search), its candidates compiled ahead by a job of its
+    own, beside the GPU's jobs."""
+    variant = variant_of(wildcards)
+    where = records.origin(config["tune"], variant, wildcards.mode, wildcards.gpu, records.host_gpu())
+    if where != "searched" or variant.tuner:
+        return []
+    return f"results/tune/{wildcards.gpu}/{variant.family}/{variant.name}/{wildcards.mode}.compiled.json"
+
+
+def compile_threads(wildcards):
+    """A search's compiles take all cores but the one the GPU's job needs: one such job at a time, each of its
+    workers with a CUDA context of its own (on a cluster, the profile's max-threads, else one)."""
+    if workflow.local_exec:
+        return max(1, workflow.cores - 1)
+    return workflow.resource_settings.max_threads or 1
+
+
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
     where = records.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, records.host_gpu())

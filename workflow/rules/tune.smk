@@ -2,6 +2,7 @@ rule tune:
     input:
         sources=variant_sources,
         committed=committed_tuning,
+        compiled=tune_compiled,
     output:
         "results/tune/{gpu}/{family}/{variant}/{mode}.json",
     log:
@@ -17,3 +18,27 @@ rule tune:
         space=lambda w: variant_of(w).space,
     script:
         "../scripts/tune.py"
+
+
+# A search's candidates compiled beside the GPU's jobs (as builds are), so that the tune job holds the GPU only to
+# validate and time them: planned only where the tune job will search.
+rule tune_compile:
+    input:
+        sources=variant_sources,
+        committed=committed_tuning,
+    output:
+        "results/tune/{gpu}/{family}/{variant}/{mode}.compiled.json",
+    log:
+        "results/logs/tune_compile/{gpu}/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/tune_compile/{gpu}/{family}/{variant}/{mode}.tsv"
+    conda:
+        "../../environment.yml"
+    threads: compile_threads
+    resources:
+        gpu=gpus_needed,
+    params:
+        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+        space=lambda w: variant_of(w).space,
+    script:
+        "../scripts/tune_compile.py"
