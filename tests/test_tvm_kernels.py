@@ -297,6 +297,18 @@ def test_a_cuda_trace_moves_to_any_shape_and_compiles_for_sm90(seed, tmp_path):
         nvcc_sm90(variants.cuda_source(sch, SM90).splitlines(), (tmp_path,), tmp_path, "metaschedule")
 
 
+@pytest.mark.slow
+def test_the_committed_trace_fits_a_reduction_shorter_than_one_k_tile():
+    """The H100's committed MetaSchedule trace at the validation shapes whose k is under one of its k-tiles (it
+    failed MetaSchedule's GPU checks there, with a pipelined k loop of one iteration): padded to two k-tiles."""
+    record = json.loads((variants.HERE.parents[1] / "resources/tuning/nvidia-h100-80gb-hbm3/tvm/04_metaschedule"
+                         / "fp32.json").read_text())
+    params = next(iter(record["classes"].values()))["params"]
+    for shape in [(1, 1, 1), (7, 13, 5), (33, 65, 1)]:
+        grid, block = variants.launch_dims(METASCHEDULE.schedule(variants.matmul(*shape), params, SM90))
+        assert grid == (1, 1, 1) and block[0] > 0, shape
+
+
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
 def test_a_cubin_missing_its_last_byte_is_read_whole(tmp_path):
     """CuPy's nvrtc.getCUBIN returns a cubin one byte short; the driver loads it, nvdisasm refuses it unless the

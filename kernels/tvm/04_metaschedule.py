@@ -13,7 +13,7 @@ tuning can be spread over several sittings; an empty database is seeded with a c
 The best record's trace is the variant's parameter set.
 
 `schedule` applies that trace to any shape: the iteration space is padded to whole tiles of the tuned block
-(pad_einsum), the trace is replayed with each axis's outermost tile factor recomputed for the padded extent (the
+(pad_einsum; a reduction shorter than one k-tile to two of them), the trace is replayed with each axis's outermost tile factor recomputed for the padded extent (the
 thread and register tiles stay as tuned), the padding is inlined into the shared caches and the write-back
 (leaving predicates on the global reads and writes), and MetaSchedule's postprocessors run again on the new loops.
 """
@@ -107,7 +107,9 @@ def schedule(func, p: Mapping, target, bind: bool = True):
     inner = [math.prod(int(f) for f in trace.decisions[t][1:]) for t in tiles]  # the tuned block's tile per axis
     sch = s_tir.Schedule(as_module(func))
     block = sch.get_sblock("C")
-    sch.pad_einsum(block, inner)
+    k = int(sch.get(sch.get_loops(block)[2]).extent)
+    # A reduction of one tuned k-tile: padded to two, as a pipelined k loop of one iteration fails the GPU checks
+    sch.pad_einsum(block, [*inner[:2], inner[2] * (2 if k <= inner[2] else 1)])
     extents = [int(sch.get(loop).extent) for loop in sch.get_loops(block)]
 
     def grown(inst, inputs, attrs, decision):
