@@ -571,3 +571,23 @@ def test_two_runs_agreement_names_every_point_outside_2_percent_with_what_may_ex
         assert ("throttled" in reason) == (bool(r.throttled_a) or bool(r.throttled_b))
         assert ("under 100 µs" in reason) == (min(r.median_s_a, r.median_s_b) < 1e-4)
     assert any(reason.startswith("none recorded") for reason in reasons.values())
+
+
+def test_a_ladder_row_says_what_its_rung_is_with_its_registers_and_shared_loads_beside_its_tflops():
+    """From the TVM recipe example's tables: each TVM rung's row of the ladder carries its build's registers and
+    shared loads by width (read from the SASS that ran), and what it is where its build says so."""
+    from gemmbench.present import analysis, tables
+
+    example = ROOT / "reports/examples/h100-tvm-recipe"
+    summary = tables.read(example / "summary.csv")
+    builds = pd.read_csv(example / "builds.csv").assign(description=lambda b: b["variant"].map(
+        {"05_recipe": "the recipe as a schedule"}))
+    tvm = next(t for t in analysis.ladders(summary, builds) if t["title"].startswith("tvm"))
+    rows = {row["variant"]: row for row in tvm["rows"]}
+    recipe = builds.set_index("variant").loc["05_recipe"]
+    assert rows["05_recipe"]["registers"] == int(recipe["registers"])
+    assert rows["05_recipe"]["loads"] == (f"LDS.128 {int(recipe['sass_lds128'])} · LDS.64 {int(recipe['sass_lds64'])}"
+                                          f" · LDS.32 {int(recipe['sass_lds32'])}")
+    assert rows["05_recipe"]["description"] == "the recipe as a schedule"
+    assert rows["04_metaschedule"]["description"] == ""
+    assert analysis.ladders(summary)[0]["rows"][0]["loads"] == "–"  # no builds table: nothing invented

@@ -351,10 +351,13 @@ def best_per_family(summary: pd.DataFrame) -> list[dict]:
     return tables
 
 
-def ladders(summary: pd.DataFrame) -> list[dict]:
-    """Per (gpu, family, mode): rows = variants in ladder order, columns = sweep sizes, TFLOP/s and % of cuBLAS."""
+def ladders(summary: pd.DataFrame, builds: pd.DataFrame | None = None) -> list[dict]:
+    """Per (gpu, family, mode): rows = variants in ladder order, with what each is and, from its build, its
+    registers and shared loads by width (SASS, where read); columns = sweep sizes, TFLOP/s and % of cuBLAS."""
 
     rows = ladder_rows(summary[summary["status"] == "ok"].dropna(subset=["tflops"]))
+    built = {(b["family"], b["variant"], b["mode"]): b for b in (builds.to_dict("records") if builds is not None
+                                                                  and not builds.empty else [])}
     tables = []
     for (gpu, family, mode, cache), group in rows.groupby(["gpu", "family", "mode", "cache"], sort=True):
         sizes = sorted(group["m"].astype(int).unique())
@@ -363,8 +366,24 @@ def ladders(summary: pd.DataFrame) -> list[dict]:
             table.setdefault(r.variant, {})[int(r.m)] = {"tflops": format(r.tflops), "pct": f"{r.pct_of_baseline:.1f}",
                                                          "throttled": throttled(r)}
         tables.append({"title": f"{family} · {gpu} · {mode} · {cache} cache", "sizes": sizes,
-                       "rows": [{"variant": v, "cells": cells} for v, cells in table.items()]})
+                       "rows": [{"variant": v, "cells": cells, **build_facts(built.get((family, v, mode), {}))}
+                                for v, cells in table.items()]})
     return tables
+
+
+SHARED_LOADS = (("sass_lds128", "LDS.128"), ("sass_lds64", "LDS.64"), ("sass_lds32", "LDS.32"))
+
+
+def build_facts(build: dict) -> dict:
+    """What a ladder row says of its variant's build: what it is, its registers, its shared loads by width."""
+    def number(column):
+        value = pd.to_numeric(build.get(column), errors="coerce")
+        return None if pd.isna(value) else int(value)
+    loads = [f"{name} {number(column)}" for column, name in SHARED_LOADS if number(column) is not None]
+    description = build.get("description")
+    return {"description": description if isinstance(description, str) else "",
+            "registers": number("registers") if number("registers") is not None else "–",
+            "loads": " · ".join(loads) or "–"}
 
 
 VALIDATION_LABELS = {"ok": "pass", "failed": "fail"}  # other statuses keep their own name

@@ -57,7 +57,7 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
         side_by_side=side_by_side(summary),
         comparison=comparison(summary, *compared_with) if compared_with else None,
         best_tables=best_per_family(summary),
-        ladders=ladders(summary),
+        ladders=ladders(summary, builds),
         profile=profile_sections(summary, profile) if profile is not None else None,
         time=time_view(time),
         workload_tables=[table for view in views.VIEWS.values() if view.sections

@@ -44,7 +44,7 @@ def run(config: dict, key: str, mode: str, out, tuning_path=None) -> dict:
                    refused)
     row = _as_tuned(task, run_task(task, config["timing"]["point_timeout_s"], lambda i: f"build {key} {mode}")[0][0],
                     record, config["timing"]["point_timeout_s"])
-    row = {"family": variant.family, "variant": variant.name, "mode": mode,
+    row = {"family": variant.family, "variant": variant.name, "mode": mode, "description": variant.description,
            "params": plan.params(config, variant), "tuned": classes, **row, **provenance.source(str(ROOT)),
            "tuning": _tuning_source(record),
            **({"tuned_median_s": measured, "tuned_on": record.get("gpu")} if measured else {})}
