@@ -105,7 +105,10 @@ def time_view(time: dict | None) -> dict | None:
     return {"total": f"{total:.1f}", "parts": parts,
             "cpu": [{"stage": stage, "seconds": f"{seconds:.1f}"} for stage, seconds in time["cpu"].items()],
             "jobs": [{"stage": r.stage, "count": int(r["count"]), "seconds": f"{r['sum']:.1f}"}
-                     for _, r in jobs.iterrows()]}
+                     for _, r in jobs.iterrows()],
+            "searches": [{**found, "ok": "" if found["ok"] is None else found["ok"],
+                          **{key: "–" if found[key] is None else f"{found[key]:.1f}" for key in ("compile_s", "gpu_s")}}
+                         for found in time.get("searches", [])]}
 
 
 COMPILERS = {"nvrtc": "NVRTC (CuPy)", "nvidia-cuda-nvrtc": "NVRTC wheel", "nvvm": "NVVM", "numba": "Numba",

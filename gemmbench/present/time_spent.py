@@ -3,6 +3,7 @@ inside the measure jobs, what the rows say their seconds were spent on. The GPU'
 their sum is the run's serial path; the builds run beside them on the CPU."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -53,9 +54,11 @@ def measure_parts(summary: pd.DataFrame, validation: pd.DataFrame, measure_wall_
     return parts
 
 
-def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFrame) -> dict | None:
+def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFrame,
+              tuned: Path | None = None) -> dict | None:
     """The run's time: the GPU's serial path (tune, the measure jobs by part, profile) and the CPU's jobs, in
-    seconds; None where no job left a benchmark file (a run from before they were kept)."""
+    seconds, and the searches this run made (`searches`, from the tune results under `tuned`); None where no job
+    left a benchmark file (a run from before they were kept)."""
     if walls.empty:
         return None
     by_stage = walls.groupby("stage")["wall_s"].sum()
@@ -64,4 +67,27 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
            "profile": float(by_stage.get("profile_variant", 0.0))}
     return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0},
             "cpu": {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage},
-            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index()}
+            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(),
+            "searches": searches(walls, tuned) if tuned else []}
+
+
+def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
+    """Each search this run made (a tune result under `tuned`, results/tune/, that reuses no committed or transferred
+    record): its variant and mode, its trials and their outcomes, and the seconds of its jobs (compiling ahead
+    beside the GPU's jobs, and the tune job that validated and timed them on the GPU)."""
+    seconds = dict(zip(walls["job"], walls["wall_s"]))
+    found = []
+    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
+        if path.name.endswith(".compiled.json"):
+            continue
+        record = json.loads(path.read_text())
+        if record.get("reused_from"):
+            continue
+        job = str(path.relative_to(tuned).with_suffix(""))
+        trials = record.get("trials") or []
+        own = sum(int(c.get("trials", 0)) for c in record.get("classes", {}).values()) if not trials else 0
+        found.append({"variant": record.get("variant", job), "mode": record.get("mode", ""),
+                      "trials": len(trials) or own,
+                      "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
+                      "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}")})
+    return found
