@@ -13,9 +13,10 @@ tuning can be spread over several sittings; an empty database is seeded with a c
 The best record's trace is the variant's parameter set.
 
 `schedule` applies that trace to any shape: the iteration space is padded to whole tiles of the tuned block
-(pad_einsum; a reduction shorter than one k-tile to two of them), the trace is replayed with each axis's outermost tile factor recomputed for the padded extent (the
-thread and register tiles stay as tuned), the padding is inlined into the shared caches and the write-back
-(leaving predicates on the global reads and writes), and MetaSchedule's postprocessors run again on the new loops.
+(pad_einsum; a reduction shorter than one k-tile to two of them), the trace is replayed with each axis's outermost
+tile factor recomputed for the padded extent (the thread and register tiles stay as tuned), the padding is inlined
+into the shared caches and the write-back (leaving predicates on the global reads and writes), and MetaSchedule's
+postprocessors run again on the new loops.
 """
 from __future__ import annotations
 
