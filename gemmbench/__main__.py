@@ -176,8 +176,7 @@ def cmd_report(args) -> int:
                       methodology=methodology(cfg, devices),
                       compared_with=(args.compare, tables.read(args.compare)) if args.compare else None,
                       profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None,
-                      time=time_spent.breakdown(summary, validation, time_spent.job_walls(folder.parent / "benchmarks"),
-                                                folder.parent / "tune"))
+                      time=time_spent.of_run(summary, validation, folder.parent))
     print(f"wrote {args.out}")
     return 0
 

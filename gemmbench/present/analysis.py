@@ -380,9 +380,9 @@ def build_facts(build: dict) -> dict:
         value = pd.to_numeric(build.get(column), errors="coerce")
         return None if pd.isna(value) else int(value)
     loads = [f"{name} {number(column)}" for column, name in SHARED_LOADS if number(column) is not None]
-    description = build.get("description")
+    description, registers = build.get("description"), number("registers")
     return {"description": description if isinstance(description, str) else "",
-            "registers": number("registers") if number("registers") is not None else "–",
+            "registers": "–" if registers is None else registers,
             "loads": " · ".join(loads) or "–"}
 
 

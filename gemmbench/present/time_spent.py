@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 
-GPU_STAGES = ("tune", "measure", "profile_variant")  # the jobs that hold the GPU, one after another
 CPU_STAGES = ("tune_compile", "build", "aggregate")  # beside them (compiles, builds) or after them (aggregate)
 
 # The parts of the measure jobs' time, in the order they are drawn, each with what it is
@@ -69,6 +68,11 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
             "cpu": {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage},
             "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(),
             "searches": searches(walls, tuned) if tuned else []}
+
+
+def of_run(summary: pd.DataFrame, validation: pd.DataFrame, results: Path) -> dict | None:
+    """`breakdown` of the run whose results folder is `results` (its benchmarks/ and tune/ beside its tables/)."""
+    return breakdown(summary, validation, job_walls(Path(results) / "benchmarks"), Path(results) / "tune")
 
 
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:

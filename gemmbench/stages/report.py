@@ -20,6 +20,4 @@ def run(config: dict, tables_dir, pngs: list, out) -> None:
                   methodology=methodology(config, t["devices"]),
                   compared_with=(other, tables.read(other)) if other else None,
                   profile=t["profile"] if config["profile"]["enabled"] else None,
-                  time=time_spent.breakdown(t["summary"], t["validation"],
-                                            time_spent.job_walls(Path(tables_dir).parent / "benchmarks"),
-                                            Path(tables_dir).parent / "tune"))
+                  time=time_spent.of_run(t["summary"], t["validation"], Path(tables_dir).parent))

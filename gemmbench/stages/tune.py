@@ -60,8 +60,11 @@ def compile_ahead(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     compiled into the shared caches, beside the GPU's jobs; otherwise nothing, and why."""
     variant = variant_of(config, key)
     where = records.origin(config["tune"], variant, mode, gpu, records.host_gpu())
-    settings = records.settings(config["tune"], variant)
-    done = search.compile_trials(config, variant, mode, gpu, settings) if where == "searched" and not variant.tuner \
-        else {"nothing": f"the tune job's result is {where}" if where != "searched" else "its own search compiles"}
+    if where != "searched":
+        done = {"nothing": f"the tune job's result is {where}"}
+    elif variant.tuner:
+        done = {"nothing": "its own search compiles each round it proposes"}
+    else:
+        done = search.compile_trials(config, variant, mode, gpu, records.settings(config["tune"], variant))
     write_json(out, done)
     return done

@@ -20,13 +20,10 @@ Any shape is padded to whole block tiles (pad_einsum) and the padding inlined in
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Mapping
 
 from kernels.tiles import block_threads, divides, static_smem, warp_threads, warp_tiles
-
-d2l = importlib.import_module("kernels.tvm.01_d2l")
 
 VECTOR = 4  # floats per 128-bit access
 A_PAD = 4  # floats after each k row of the transposed A tile: a warp's 4-byte stores then hit 32 banks
@@ -107,7 +104,7 @@ def schedule(func, p: Mapping, target, bind: bool = True):
             kept = [name for name in layout.split() if extents[name] > 1]
             sch.storage_align(shared, 0, axis=kept.index("k"), factor=32, offset=A_PAD)
         sch.bind(sch.split(fused, [None, threads])[1], "threadIdx.x")
-        local = sch.reindex_cache_read(block, 0 if operand == 0 else 1, "local", index_map)
+        local = sch.reindex_cache_read(block, operand, "local", index_map)
         sch.compute_at(local, ki)
         sch.vectorize(sch.split(sch.get_loops(local)[-1], [None, VECTOR])[1])
 

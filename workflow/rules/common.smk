@@ -141,12 +141,17 @@ def committed_tuning(wildcards):
     return [str(path)] if path.exists() else []
 
 
+def searched_here(wildcards) -> bool:
+    """Whether the tune job searches on this GPU (no committed or transferred result stands for it)."""
+    where = records.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, records.host_gpu())
+    return where == "searched"
+
+
 def tune_compiled(wildcards):
     """Where the tune job will search its space (the generic search), its candidates compiled ahead by a job of its
     own, beside the GPU's jobs."""
     variant = variant_of(wildcards)
-    where = records.origin(config["tune"], variant, wildcards.mode, wildcards.gpu, records.host_gpu())
-    if where != "searched" or variant.tuner:
+    if not searched_here(wildcards) or variant.tuner:
         return []
     return f"results/tune/{wildcards.gpu}/{variant.family}/{variant.name}/{wildcards.mode}.compiled.json"
 
@@ -161,5 +166,4 @@ def compile_threads(wildcards):
 
 def tuning_gpus(wildcards):
     """Reusing a committed tuning result needs no GPU, so it does not wait for one."""
-    where = records.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, records.host_gpu())
-    return gpus_needed(wildcards) if where == "searched" else 0
+    return gpus_needed(wildcards) if searched_here(wildcards) else 0
