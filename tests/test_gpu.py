@@ -101,7 +101,8 @@ def test_every_ladder_rung_validates_with_its_tuned_parameters(tmp_path, key):
     assert any(r["status"] == "ok" for r in rows)
 
 
-TENSOR_CORE = {key: v for key, v in registry.load().items() if v.name.startswith("tc")}
+TENSOR_CORE = {key: v for key, v in registry.load().items()
+               if v.workload == "gemm" and v.family != "cublas" and set(v.modes) & {"tf32", "bf16"}}
 TENSOR_CORE_MODES = [(key, mode) for key in sorted(TENSOR_CORE) for mode in TENSOR_CORE[key].modes]
 
 
@@ -112,7 +113,7 @@ def test_every_tensor_core_rung_validates_in_each_mode_with_a_sample_of_its_spac
 
     from gemmbench.tuning import search
     variant = TENSOR_CORE[key]
-    cfg = configuration.validate({"device": "cuda", "families": ["cupy"], "variants": [key], "modes": [mode],
+    cfg = configuration.validate({"device": "cuda", "families": [variant.family], "variants": [key], "modes": [mode],
                            "square_sizes": [256],
                            "validation_shapes": [[1, 1, 1], [7, 13, 5], [33, 65, 17], [1000, 999, 1001],
                                                  [4096, 96, 8192], [2048, 2048, 2048],

@@ -1,5 +1,6 @@
 """The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
-shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04).
+shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04), the CuPy
+ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -14,8 +15,9 @@ one representative shape (a tuned schedule's own shape) so that a bad parameter 
 build facts (registers, shared and local memory) are read off a real kernel; then, as the variant's `prepare`,
 every planned shape, so that validation and timing (which hold the GPU) load kernels instead of generating them.
 A shape not compiled ahead is compiled by its first launch, validation's or the warm-up's, never a timed one. The
-grid and block are the extents of the scheduled PrimFunc's blockIdx/threadIdx loops; the generated kernel takes
-exactly the three pointers A, B, C.
+grid and block are the extents of the scheduled PrimFunc's blockIdx/threadIdx loops, and a kernel that keeps its
+tiles in dynamic shared memory is launched with the bytes TVM allocated there; the generated kernel takes exactly the
+three pointers A, B, C. A schedule declares its modes (MODES, fp32 where it does not): the operands' dtype.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ from kernels import sass
 from kernels.registry import TVM, Built, Variant, register
 
 HERE = Path(__file__).parent
-SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py", "05_recipe.py")
+SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py", "05_recipe.py", "06_wmma.py")
+OPERAND_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # TVM's name of each mode's operand type
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -43,14 +46,22 @@ def schedule_module(file: str):
     return importlib.import_module(f"kernels.tvm.{Path(file).stem}")
 
 
-def matmul(m: int, n: int, k: int):
-    """C = A @ B for row-major float32 A (m×k), B (k×n) as a TensorIR PrimFunc whose reduction block is "C"."""
+def modes(file: str) -> tuple[str, ...]:
+    return getattr(schedule_module(file), "MODES", ("fp32",))
+
+
+def matmul(m: int, n: int, k: int, mode: str = "fp32"):
+    """C = A @ B for row-major A (m×k), B (k×n) of the mode's operand type and float32 C, accumulated in float32, as
+    a TensorIR PrimFunc whose reduction block is "C"."""
     from tvm import te
 
-    a = te.placeholder((m, k), "float32", name="A")
-    b = te.placeholder((k, n), "float32", name="B")
+    a = te.placeholder((m, k), OPERAND_DTYPES[mode], name="A")
+    b = te.placeholder((k, n), OPERAND_DTYPES[mode], name="B")
     r = te.reduce_axis((0, k), name="k")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+
+    def wide(x):  # as float32 (a float32 operand as it is, so that the FP32 schedules see the book's matmul)
+        return x if x.dtype == "float32" else x.astype("float32")
+    c = te.compute((m, n), lambda i, j: te.sum(wide(a[i, r]) * wide(b[r, j]), axis=r), name="C")
     return te.create_prim_func([a, b, c])
 
 
@@ -60,9 +71,10 @@ def cuda_target(arch: str):
     return tvm.target.Target({"kind": "cuda", "arch": arch})
 
 
-def scheduled(file: str, params: Mapping, shape: tuple[int, int, int], target, bind: bool = True):
-    """The schedule of `file` applied to the matmul of `shape` (an s_tir.Schedule)."""
-    return schedule_module(file).schedule(matmul(*shape), params, target, bind)
+def scheduled(file: str, params: Mapping, shape: tuple[int, int, int], target, bind: bool = True,
+              mode: str | None = None):
+    """The schedule of `file` applied to the matmul of `shape` in `mode` (its first by default; an s_tir.Schedule)."""
+    return schedule_module(file).schedule(matmul(*shape, mode or modes(file)[0]), params, target, bind)
 
 
 # Without it, a schedule's async pipeline stages (MetaSchedule's, for one) are lowered to plain register-staged
@@ -76,6 +88,17 @@ def cuda_source(sch, target) -> str:
 
     with tvm.transform.PassContext(config=PASS_CONFIG):
         return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
+
+
+def dynamic_shared_bytes(sch, target) -> int:
+    """The bytes of dynamic shared memory TVM allocates for the scheduled kernel (its "shared.dyn" buffers, merged
+    where their lifetimes do not overlap), which the launch must pass; 0 for a kernel of static shared memory."""
+    import tvm
+    from tvm import s_tir, tirx
+
+    with tvm.transform.PassContext(config=PASS_CONFIG):
+        lowered = tirx.get_default_tir_pipeline(target)[0](tirx.transform.BindTarget(target)(sch.mod))
+    return int(s_tir.analysis.calculate_allocated_bytes(lowered)["main"].get("shared.dyn", 0))
 
 
 def kernel_name(source: str) -> str:
@@ -102,10 +125,21 @@ def launch_dims(sch) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
 
 def nvrtc_options() -> tuple[str, ...]:
     """NVRTC options for TVM's source: it includes <cuda/std/cstdint> under NVRTC, which CuPy bundles (CCCL's
-    libcudacxx) but does not put on RawModule's include path by itself."""
+    libcudacxx) but does not put on RawModule's include path by itself, and for bf16 and WMMA <cuda_bf16.h> and
+    <mma.h> (cuda_headers)."""
     from cupy._core import core
 
-    return ("-std=c++17", *core._get_cccl_include_options())
+    return ("-std=c++17", *core._get_cccl_include_options(), *(f"-I{path}" for path in cuda_headers()))
+
+
+def cuda_headers() -> list[str]:
+    """The CUDA toolkit's headers that match the NVRTC CuPy compiles with: the toolkit's under CUDA_PATH when it is
+    set (CuPy then uses that toolkit's NVRTC), else those of the CUDA runtime wheel the README installs."""
+    if os.environ.get("CUDA_PATH"):
+        return [str(Path(os.environ["CUDA_PATH"]) / "include")]
+    import nvidia
+
+    return [str(path) for path in (Path(p) / "cu13" / "include" for p in nvidia.__path__) if path.is_dir()][:1]
 
 
 @dataclass
@@ -115,6 +149,7 @@ class Kernel:
     block: tuple[int, int, int]
     shape: tuple[int, int, int]  # (m, n, k)
     sass: dict  # the loaded cubin's SASS facts (sass.facts: counts, or why they could not be read)
+    shared_dyn: int  # bytes of dynamic shared memory each launch passes
 
 
 @dataclass
@@ -124,6 +159,7 @@ class Compiled:
     file: str
     params: dict
     arch: str
+    mode: str
     cache_dir: str | None = None  # TVM's generated source per shape, kept across processes (see generated)
     kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel
 
@@ -142,10 +178,13 @@ class Compiled:
                 self._keep(path, self.cubin(generated["source"]))
             module = cupy.RawModule(path=str(path))  # the very cubin whose SASS the facts are read from
             function = module.get_function(kernel_name(generated["source"]))
+            if generated["shared_dyn"] > 48 * 1024:  # over the default limit: the kernel must ask for it
+                function.max_dynamic_shared_size_bytes = generated["shared_dyn"]
             if "sass" not in generated:
                 generated["sass"] = sass.facts(path.read_bytes())
                 self._keep(self._cached(shape), generated)
-        return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"])
+        return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"],
+                      generated["shared_dyn"])
 
     def cubin(self, source: str) -> bytes:
         """NVRTC's cubin of TVM's source for this architecture (compiled here, not by RawModule, so that the
@@ -156,16 +195,18 @@ class Compiled:
         return cubin
 
     def generated(self, shape) -> dict:
-        """TVM's CUDA source and launch extents for `shape`. They are kept in cache_dir/tvm under a key of all that
-        determines them (this family's and the schedule's source, the parameters, the shape, the architecture and
-        TVM's version), so another process neither imports TVM nor schedules again."""
+        """TVM's CUDA source, launch extents and dynamic shared bytes for `shape`. They are kept in cache_dir/tvm
+        under a key of all that determines them (this family's and the schedule's source, the parameters, the shape,
+        the architecture and TVM's version), so another process neither imports TVM nor schedules again."""
         path = self._cached(shape)
         if path and path.exists():
             return json.loads(path.read_text())
         target = cuda_target(self.arch)
-        sch = scheduled(self.file, self.params, shape, target)
+        sch = scheduled(self.file, self.params, shape, target, mode=self.mode)
         grid, block = launch_dims(sch)
-        return self._keep(path, {"source": cuda_source(sch, target), "grid": grid, "block": block})
+        source = cuda_source(sch, target)
+        shared_dyn = dynamic_shared_bytes(sch, target) if "buf_dyn_shmem" in source else 0
+        return self._keep(path, {"source": source, "grid": grid, "block": block, "shared_dyn": shared_dyn})
 
     def _cached(self, shape, suffix: str = ".json") -> Path | None:
         """Where the generated source (.json) or its cubin (.cubin) of `shape` is kept, under a key of all that
@@ -177,7 +218,7 @@ class Compiled:
         if not self.cache_dir:
             return None
         digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
-        digest.update(json.dumps([self.params, list(shape), self.arch, metadata.version("apache-tvm"),
+        digest.update(json.dumps([self.params, list(shape), self.arch, self.mode, metadata.version("apache-tvm"),
                                   nvrtc.getVersion()], sort_keys=True).encode())
         return Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}{suffix}"
 
@@ -198,15 +239,16 @@ def current_arch() -> str:
     return "sm_" + cupy.cuda.Device().compute_capability
 
 
-def _build(file: str, params: Mapping, cache_dir) -> Built:
+def _build(file: str, mode: str, params: Mapping, cache_dir) -> Built:
     problem = schedule_module(file).check(params)
     if problem:
         raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
-    compiled = Compiled(file, dict(params), current_arch(), str(cache_dir) if cache_dir else None)
+    compiled = Compiled(file, dict(params), current_arch(), mode, str(cache_dir) if cache_dir else None)
     kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
-             "shared_bytes": function.shared_size_bytes, "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
+             "shared_bytes": function.shared_size_bytes + kernel.shared_dyn,
+             "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
              "arch": compiled.arch, **kernel.sass}
     return Built(compiled, facts)
 
@@ -214,7 +256,7 @@ def _build(file: str, params: Mapping, cache_dir) -> Built:
 def _run(compiled: Compiled, a, b, c, stream) -> None:
     m, k = a.shape
     kernel = compiled.kernel(m, b.shape[1], k)
-    kernel.function(kernel.grid, kernel.block, (a, b, c), stream=stream)
+    kernel.function(kernel.grid, kernel.block, (a, b, c), stream=stream, shared_mem=kernel.shared_dyn)
 
 
 def _tuner(module):
@@ -230,14 +272,14 @@ def _tuner(module):
 PROBE_SHAPES = ((4096, 4096, 4096), (1000, 999, 1001))  # TVM specialises per shape: the code of two of them
 
 
-def code(file: str, params: Mapping) -> dict:
+def code(file: str, params: Mapping, mode: str) -> dict:
     """What TVM makes of the schedule for `params` (its CUDA source for sm_90 at two shapes, and their launch
     extents), with no GPU: a tuning record's winners are migrated on it (kernels/machine_code.py)."""
     from importlib import metadata
 
     from kernels import machine_code
 
-    made = [Compiled(file, dict(params), "sm_90").generated(shape) for shape in PROBE_SHAPES]
+    made = [Compiled(file, dict(params), "sm_90", mode).generated(shape) for shape in PROBE_SHAPES]
     return {"compiler": f"apache-tvm {metadata.version('apache-tvm')}",
             "source": machine_code.digest([m["source"].encode() for m in made]),
             "launch": [[list(m["grid"]), list(m["block"])] for m in made]}
@@ -245,12 +287,12 @@ def code(file: str, params: Mapping) -> dict:
 
 def _variant(file: str) -> Variant:
     module = schedule_module(file)
-    return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=("fp32",),
-                   build=lambda mode, params, cache_dir: _build(file, params, cache_dir), run=_run,
+    return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=modes(file),
+                   build=lambda mode, params, cache_dir: _build(file, mode, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
                    tuner=_tuner(module), source_files=(str(HERE / file), __file__), compilers=TVM,
                    description=module.DESCRIPTION, prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k),
-                   generated=lambda mode, params: code(file, params))
+                   generated=lambda mode, params: code(file, params, mode))
 
 
 for _file in SCHEDULES:
