@@ -474,3 +474,15 @@ def _build_unstable(mode, params, cache_dir):
 register(Variant(family="cpu", name="planted-unstable-compiler", device="cpu", modes=("fp32",), build=_build_unstable,
                  run=_delayed, params={"delay_ms": 0}, space={"delay_ms": (0, 1)},
                  description="test builds: its first compile caches a kernel unlike the one its tuning timed"))
+
+
+def _collapses_above_64(artifact, a, b, c, stream):
+    """GROUP 16 is the faster up to n = 64 and collapses above; GROUP 8 holds everywhere."""
+    time.sleep((0.002 if a.shape[0] <= 64 else 0.03) if artifact == 16 else 0.003)
+    np.matmul(a, b, out=c)
+
+
+register(Variant(family="cpu", name="planted-collapsing", device="cpu", modes=("fp32",),
+                 build=lambda mode, params, cache_dir: Built(params["GROUP"], {"compile_s": 0.0}),
+                 run=_collapses_above_64, params={"GROUP": 8}, space={"GROUP": (8, 16)},
+                 description="test tuning: the fastest at its class collapses at a larger size the class serves"))

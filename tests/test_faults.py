@@ -157,6 +157,26 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
 
 
+def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):
+    """GROUP 16 is the fastest at both classes and three times slower than GROUP 8 at 128, which class 64 serves
+    (the nearest class in log scale): class 64 keeps GROUP 8 and says why, class 32 (serving nothing else) keeps
+    GROUP 16, and every check is in the record."""
+    cpu_config.update(variant_modules=["tests.planted"], variants=["cpu/planted-collapsing"],
+                      square_sizes=[32, 64, 128], tune={"trials": 2, "size_classes": [32, 64]},
+                      cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    record = tune.run(configuration.validate(cpu_config), "cpu/planted-collapsing", "fp32", "test-cpu",
+                      tmp_path / "tune.json")
+    assert {t["params"]["GROUP"] for t in record["trials"] if t["size"] == 64 and t["median_s"] == min(
+        u["median_s"] for u in record["trials"] if u["size"] == 64)} == {16}
+    kept = record["classes"]["64"]
+    assert kept["params"] == {"GROUP": 8} and kept["refused"]["params"] == {"GROUP": 16}
+    assert kept["refused"]["worst_shape"] == "128x128x128" and kept["refused"]["share"] < 0.5
+    assert min(kept["served"].values()) > 0.5
+    assert record["classes"]["32"]["params"] == {"GROUP": 16} and "refused" not in record["classes"]["32"]
+    assert {(c["shape"], c["params"]["GROUP"]) for c in record["checks"]} == {("128x128x128", 8), ("128x128x128", 16)}
+
+
 def test_candidates_compiled_ahead_by_their_own_job_are_only_validated_and_timed_by_the_tune_job(tmp_path, cpu_config,
                                                                                             monkeypatch):
     """The tune_compile job compiles the search's trials into the shared cache; the tune job then compiles nothing

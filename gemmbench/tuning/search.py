@@ -1,6 +1,7 @@
-"""The tune stage's search: candidate parameter sets, trials at each size class, the fastest validated one per class,
-and which class serves a point. A variant with a search of its own (MetaSchedule) proposes candidates; the harness
-compiles, validates and times them here as it does the generic search's, so a search never times anything itself.
+"""The tune stage's search: candidate parameter sets, trials at each size class, the fastest validated one per class
+(checked at every other sweep shape its class will run), and which class serves a point. A variant with a search
+of its own (MetaSchedule) proposes candidates; the harness compiles, validates and times them here as it does the
+generic search's, so a search never times anything itself.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gemmbench.files import read_json, write_json
 from gemmbench.measure import devices
 from gemmbench.run import gpus
 from gemmbench.run.supervise import compile_ahead, run_task
-from gemmbench.run.task import Point, Task
+from gemmbench.run.task import Point, Task, pick
 from gemmbench.tuning import records
 from kernels import registry
 
@@ -53,6 +54,10 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
 
 def trial_id(size: int, params: dict) -> str:
     return json.dumps([size, params], sort_keys=True)
+
+
+def ident(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
 
 
 def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
@@ -113,10 +118,88 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
     for size in settings["sizes"]:
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
+    classes, checks = check_served(config, variant, mode, trials, classes, compiled)
     return {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
             "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
-            "generated": records.generated(variant, mode, classes), "trials": trials}
+            "generated": records.generated(variant, mode, classes), "trials": trials, "checks": checks}
 
+
+def served_shapes(config: dict, variant: registry.Variant, sizes) -> dict[int, list[plan.Shape]]:
+    """The sweep's shapes (less those it skips) that each size class will run besides its own square."""
+    served: dict[int, list[plan.Shape]] = {}
+    for shape in plan.sweep_shapes(config, variant.workload):
+        size = pick(dict.fromkeys(sizes), *shape.sizes.values())
+        if plan.skip_reason(config, variant, shape) is None and set(shape.sizes.values()) != {size}:
+            served.setdefault(size, []).append(shape)
+    return served
+
+
+def contenders(trials: list[dict], classes: dict, size: int) -> list[dict]:
+    """What a class's winner is checked against where the class serves: its runner-up at the class size and the
+    winners of the neighbouring classes (distinct parameter sets, the winner first)."""
+    ok = sorted((t for t in trials if t["size"] == size and t["status"] == "ok"), key=lambda t: t["median_s"])
+    order = sorted(int(s) for s in classes)
+    at = order.index(size)
+    neighbours = [classes[str(s)]["params"] for s in order[max(0, at - 1):at + 2] if s != size]
+    found = []
+    for params in [classes[str(size)]["params"], *(t["params"] for t in ok[1:2]), *neighbours]:
+        if params not in found:
+            found.append(params)
+    return found
+
+
+def check_served(config: dict, variant: registry.Variant, mode: str, trials: list[dict],
+                 classes: dict, compiled: bool = False) -> tuple[dict, list[dict]]:
+    """Each class's winner timed at every other sweep shape its class will run, beside its contenders
+    (`contenders`). A candidate's share at a shape is the fastest contender's time there over its own (0 where it
+    failed); a class keeps the candidate whose lowest share, its own size's included, is highest. So a winner that
+    collapses at a size its class serves is refused for one that holds up there. Returns the classes (each with its
+    shares, and the refused winner where there is one) and the check trials. `compiled`: the candidates were
+    compiled ahead (a kernel specialised per shape compiles at its check's validation)."""
+    if not classes:
+        return classes, []
+    checked = {size: (contenders(trials, classes, size), shapes)
+               for size, shapes in served_shapes(config, variant, [int(s) for s in classes]).items()}
+    points = [Point(shape.sizes, devices.seed_for(config["seed"], *shape.sizes.values()), params, size)
+              for size, (candidates_, shapes) in checked.items() for shape in shapes for params in candidates_]
+    if not points:
+        return classes, []
+
+    def label(point: Point) -> str:
+        return plan.Shape.of(variant.workload, point.sizes.values()).label
+
+    rows = measure_trials(config, variant, mode, points,
+                          lambda i: f"check {variant.key} class {points[i].size_class} at {label(points[i])}",
+                          compiled)
+    checks = [{"size": p.size_class, "shape": label(p), "params": p.params, **{k: r.get(k) for k in TRIAL_FIELDS}}
+              for p, r in zip(points, rows)]
+    kept = dict(classes)
+    for size, (candidates_, shapes) in checked.items():
+        own_shape = plan.Shape.of(variant.workload, [size] * len(workloads.get(variant.workload).axes)).label
+        timed = [{**t, "shape": own_shape} for t in trials if t["size"] == size] + \
+            [t for t in checks if t["size"] == size]
+        seconds = {(t["shape"], ident(t["params"])): t["median_s"] for t in timed if t["status"] == "ok"}
+
+        def share(params, shape):
+            fastest = min((seconds.get((shape, ident(p)), float("inf")) for p in candidates_))
+            own = seconds.get((shape, ident(params)))
+            return fastest / own if own else 0.0
+        shares = {ident(p): {shape: share(p, shape) for shape in [own_shape, *(s.label for s in shapes)]}
+                  for p in candidates_}
+        best = max(candidates_, key=lambda p: min(shares[ident(p)].values()))
+        winner = classes[str(size)]
+        kept[str(size)] = {**winner, "served": shares[ident(best)]}
+        if best != winner["params"]:
+            refused = shares[ident(winner["params"])]
+            worst = min(refused, key=refused.get)
+            row = next(t for t in timed if t["shape"] == own_shape and t["params"] == best)
+            kept[str(size)] = {"params": best, "median_s": row["median_s"], "tflops": row["tflops"],
+                               "served": shares[ident(best)],
+                               "refused": {"params": winner["params"], "median_s": winner["median_s"],
+                                           "worst_shape": worst, "share": refused[worst]}}
+            log.warning("%s %s: class %d's fastest %s refused: at %s it runs at %.0f%% of the fastest contender's "
+                        "speed; kept %s", variant.key, mode, size, winner["params"], worst, 100 * refused[worst], best)
+    return kept, checks
 
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
 
