@@ -93,5 +93,13 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
         found.append({"variant": record.get("variant", job), "mode": record.get("mode", ""),
                       "trials": len(trials) or own,
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
+                      "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}")})
     return found
+
+
+def refused(record: dict) -> str:
+    """The class winners a search refused, each with the shape its class serves where it fell furthest behind."""
+    return "; ".join(f"class {size}: {json.dumps(c['refused']['params'])} at {c['refused']['worst_shape']} ran at "
+                     f"{100 * c['refused']['share']:.0f}% of {json.dumps(c['params'])}"
+                     for size, c in record.get("classes", {}).items() if c.get("refused"))
