@@ -171,3 +171,19 @@ def test_a_record_transfers_to_a_gpu_model_of_the_same_architecture_and_sm_count
     monkeypatch.setattr(records, "compilers", lambda v=None: records.relevant(v, other))
     _, _, why = records.transferred(cfg, variant, "fp32", "nvidia-h100-80gb-hbm3", None)
     assert why.startswith("searched with ") and "nvrtc 13.0" in why and "this host has" in why and "nvrtc 13.5" in why
+
+
+def test_a_host_without_the_gpu_plans_with_the_models_committed_facts(monkeypatch):
+    """A submit host (no GPU) plans a named model's jobs with that model's committed architecture and SM count, so it
+    expects the transfers the GPU's own jobs will make; a host with a GPU goes by its own."""
+    import json
+
+    from gemmbench.tuning import records
+
+    h100 = "nvidia-h100-80gb-hbm3"
+    committed = json.loads((records.COMMITTED / h100 / records.GPU_FACTS).read_text())
+    monkeypatch.setattr(records, "host_gpu", lambda: None)
+    assert records.facts_for(h100) == {name: committed[name] for name in ("compute_capability", "sm_count")}
+    assert records.facts_for("a-gpu-nobody-tuned-for") is None
+    monkeypatch.setattr(records, "host_gpu", lambda: {"compute_capability": "8.0", "sm_count": 108})
+    assert records.facts_for(h100) == {"compute_capability": "8.0", "sm_count": 108}

@@ -59,7 +59,7 @@ def compile_ahead(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     """The tune_compile job: where the tune job will search here (no committed or transferred result), its trials
     compiled into the shared caches, beside the GPU's jobs; otherwise nothing, and why."""
     variant = variant_of(config, key)
-    where = records.origin(config["tune"], variant, mode, gpu, records.host_gpu())
+    where = records.origin(config["tune"], variant, mode, gpu, records.facts_for(gpu))
     if where != "searched":
         done = {"nothing": f"the tune job's result is {where}"}
     elif variant.tuner:

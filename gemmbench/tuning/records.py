@@ -235,6 +235,18 @@ def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     return None
 
 
+def facts_for(gpu: str) -> dict | None:
+    """GPU model `gpu`'s architecture and SM count: this host's GPU 0's, or, on a host without one (a submit host
+    planning for the model), those committed for the model (resources/tuning/<gpu>/gpu.json), so that planning
+    expects what the GPU's own jobs will find."""
+    facts = host_gpu()
+    known = COMMITTED / gpu / GPU_FACTS
+    if facts is None and known.exists():
+        theirs = json.loads(known.read_text())
+        return {name: theirs[name] for name in ("compute_capability", "sm_count")} if "sm_count" in theirs else None
+    return facts
+
+
 def _same_kind(folder: Path, facts: dict | None) -> bool:
     known = folder / GPU_FACTS
     if not facts or not known.exists():

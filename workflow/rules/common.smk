@@ -143,7 +143,13 @@ def committed_tuning(wildcards):
 
 def searched_here(wildcards) -> bool:
     """Whether the tune job searches on this GPU (no committed or transferred result stands for it)."""
-    where = records.origin(config["tune"], variant_of(wildcards), wildcards.mode, wildcards.gpu, records.host_gpu())
+    where = records.origin(
+        config["tune"],
+        variant_of(wildcards),
+        wildcards.mode,
+        wildcards.gpu,
+        records.facts_for(wildcards.gpu),
+    )
     return where == "searched"
 
 
