@@ -17,7 +17,7 @@ from kernels import registry
 _RUNS = ("variant_modules", "params", "timing", "cache", "cache_dir")
 
 READS = {
-    "tune": (*_RUNS, "tune", "seed"),
+    "tune": (*_RUNS, "tune", "seed", "max_size", "sweep"),  # the sweep: where each class's winner is checked
     "build": (*_RUNS, "max_size", "sweep", "listed"),
     "measure": (*_RUNS, "max_size", "seed", "sweep", "listed"),
     "profile": (*_RUNS, "max_size", "seed", "sweep", "profile"),
