@@ -240,19 +240,23 @@ def facts_for(gpu: str) -> dict | None:
     planning for the model), those committed for the model (resources/tuning/<gpu>/gpu.json), so that planning
     expects what the GPU's own jobs will find."""
     facts = host_gpu()
-    known = COMMITTED / gpu / GPU_FACTS
-    if facts is None and known.exists():
-        theirs = json.loads(known.read_text())
-        return {name: theirs[name] for name in ("compute_capability", "sm_count")} if "sm_count" in theirs else None
+    if facts is None:
+        theirs = _committed_facts(COMMITTED / gpu)
+        return {name: theirs[name] for name in KIND} if theirs and "sm_count" in theirs else None
     return facts
 
 
-def _same_kind(folder: Path, facts: dict | None) -> bool:
+KIND = ("compute_capability", "sm_count")  # what a model's tuning shares with another's (see transferred)
+
+
+def _committed_facts(folder: Path) -> dict | None:
     known = folder / GPU_FACTS
-    if not facts or not known.exists():
-        return False
-    theirs = json.loads(known.read_text())
-    return all(theirs.get(name) == facts[name] for name in ("compute_capability", "sm_count"))
+    return json.loads(known.read_text()) if known.exists() else None
+
+
+def _same_kind(folder: Path, facts: dict | None) -> bool:
+    theirs = _committed_facts(folder)
+    return bool(facts and theirs) and all(theirs.get(name) == facts[name] for name in KIND)
 
 
 def covers(ran: dict, wanted: dict) -> bool:

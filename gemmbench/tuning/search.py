@@ -192,11 +192,10 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
         if best != winner["params"]:
             refused = shares[ident(winner["params"])]
             worst = min(refused, key=refused.get)
-            row = next(t for t in timed if t["shape"] == own_shape and t["params"] == best)
-            kept[str(size)] = {"params": best, "median_s": row["median_s"], "tflops": row["tflops"],
-                               "served": shares[ident(best)],
-                               "refused": {"params": winner["params"], "median_s": winner["median_s"],
-                                           "worst_shape": worst, "share": refused[worst]}}
+            row = next(t for t in trials if t["size"] == size and t["params"] == best)
+            kept[str(size)].update(params=best, median_s=row["median_s"], tflops=row["tflops"], refused={
+                "params": winner["params"], "median_s": winner["median_s"], "worst_shape": worst,
+                "share": refused[worst]})
             log.warning("%s %s: class %d's fastest %s refused: at %s it runs at %.0f%% of the fastest contender's "
                         "speed; kept %s", variant.key, mode, size, winner["params"], worst, 100 * refused[worst], best)
     return kept, checks
