@@ -55,14 +55,14 @@ def test_comments_and_docstrings_in_shared_files_leave_every_record_current(tmp_
     assert check(tree) == (COMMITTED, [])
 
 
-TOY_RUNG = ('    Rung("14_toy.cu", "sgemm_toy", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32)},\n'
+TOY_RUNG = ('    Rung("15_toy.cu", "sgemm_toy", ("BX", "BY"), {"BX": 32, "BY": 32}, {"BX": (16, 32)},\n'
             '         threads=lambda p: p["BX"] * p["BY"], tile=lambda p: (p["BY"], p["BX"])),\n')
 
 
 def add_toy_rung(tree: Path) -> None:
     """A new rung is its kernel file and its declaration, nothing else."""
     kernel = (tree / "kernels/cupy/01_naive.cu").read_text().replace("sgemm_naive", "sgemm_toy")
-    (tree / "kernels/cupy/14_toy.cu").write_text(kernel)
+    (tree / "kernels/cupy/15_toy.cu").write_text(kernel)
     text = (tree / "kernels/cupy/variants.py").read_text()
     end = text.rindex(")")
     (tree / "kernels/cupy/variants.py").write_text(text[:end] + TOY_RUNG + text[end:])
@@ -74,7 +74,7 @@ def test_a_new_rung_is_its_file_and_declaration_and_leaves_every_other_rungs_rec
     listed = subprocess.run([sys.executable, "-m", "gemmbench", "list"], cwd=tree, capture_output=True, text=True,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None).stdout
     lines = [line.split()[0] for line in listed.splitlines() if line.startswith("cupy/")]
-    assert lines.index("cupy/14_toy") == lines.index("cupy/13_split_barriers") + 1, listed
+    assert lines.index("cupy/15_toy") == lines.index("cupy/14_warp_specialized") + 1, listed
     assert check(tree) == (COMMITTED, [])
 
 

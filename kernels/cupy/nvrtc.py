@@ -20,7 +20,7 @@ from kernels.tiles import block_threads, cdiv
 
 HERE = Path(__file__).parent  # every rung's include path: common.cuh, mbarrier.cuh and the FP32 rungs
 INT32_ELEMENTS = 2**31  # kernels index with int
-SM90A = "-arch=sm_90a"  # the NVRTC option of the rungs that issue wgmma (CuPy's own -arch=sm_90 lacks it)
+SM90A = "-arch=sm_90a"  # the NVRTC option of the rungs that issue wgmma or setmaxnreg (CuPy's -arch=sm_90 lacks them)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ def _compile(rung: Rung, mode: str, params: Mapping) -> tuple[Compiled, dict]:
 
     capability = compute_capability() if SM90A in rung.options else None
     if capability not in (None, "90"):
-        raise ValueError(f"{rung.name} issues wgmma, which only sm_90 GPUs have (this one is sm_{capability})")
+        raise ValueError(f"{rung.name} is built for sm_90a (wgmma, TMA, setmaxnreg), which only sm_90 GPUs run "
+                         f"(this one is sm_{capability})")
     problem = rung.problems(params, cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
     if problem:
         raise ValueError(f"{rung.name} cannot use {dict(params)}: {problem}")
@@ -177,7 +178,7 @@ def _unsupported(m, n, k, params) -> str | None:
 def variant(rung: Rung) -> Variant:
     """A rung as a variant of the cupy family, in each of its modes (BF16 operands arrive as uint16 arrays,
     registry.OPERAND_DTYPE): each mode's kernel compiled with NVRTC from its own instantiation, launched by
-    `Rung.launch` or its Launcher. A rung built for sm_90a (wgmma) is refused on other GPUs, whose driver could
+    `Rung.launch` or its Launcher. A rung built for sm_90a is refused on other GPUs, whose driver could
     not load it."""
     def build(mode, params, cache_dir):
         compiled, facts = _compile(rung, mode, params)

@@ -1,9 +1,11 @@
-"""The CuPy FP32 ladder, rung by rung: 01_naive.cu … 13_split_barriers.cu, each declared here in its order (its kernel
-template, parameters, search space, checks and launch shape; kernels/cupy/nvrtc.py compiles and launches it).
+"""The CuPy FP32 ladder, rung by rung: 01_naive.cu … 14_warp_specialized.cu, each declared here in its order (its
+kernel template, parameters, search space, checks and launch shape; kernels/cupy/nvrtc.py compiles and launches it,
+and rung 14, fed by TMA, is launched by tensorcore/tma.py with its tensor maps).
 """
 from __future__ import annotations
 
-from kernels.cupy.nvrtc import Rung, declare
+from kernels.cupy.nvrtc import SM90A, Rung, declare
+from kernels.cupy.tensorcore import tma
 from kernels.tiles import accumulators, divides, static_smem, warp_threads, warp_tiles
 
 
@@ -51,6 +53,17 @@ def _split_barriers_smem(p) -> int:
 
 def _swizzled_check(p) -> str | None:
     return (None if p["BK"] in (4, 8, 16, 32) else "the swizzle needs BK in 4, 8, 16, 32") or _vector_check(p)
+
+
+def _warp_specialized_smem(p) -> int:
+    """Its stages, 1 KiB of slack to align them to the swizzle's period, and a full and an empty mbarrier a stage."""
+    return p["STAGES"] * p["BK"] * (p["BM"] + p["BN"]) * 4 + 1024 + 2 * p["STAGES"] * 8
+
+
+def _warp_specialized_check(p) -> str | None:
+    if p["BM"] * p["BN"] != 256 * 128:
+        return "8 consumer warps of 64×64 (BM×BN 256×128 or 128×256): their registers and the producer's fill the SM"
+    return None
 
 
 _SQUARE = dict(threads=lambda p: p["TILE"] ** 2, threads_2d=lambda p: (p["TILE"], p["TILE"]),
@@ -125,4 +138,12 @@ RUNGS = declare(
          **{**_PIPELINED, "check": _transposed_copy_check, "dynamic_smem": _split_barriers_smem},
          description="rung 12 with each stage handed over by two mbarriers (copies landed; every thread left it) "
                      "instead of a block-wide barrier per k-tile, and no bounds tests in the copies of inner tiles"),
+    Rung("14_warp_specialized.cu", "sgemm_warp_specialized", ("BM", "BN", "BK", "STAGES", "GROUP"),
+         {"BM": 256, "BN": 128, "BK": 32, "STAGES": 4, "GROUP": 8},
+         {"BM": (128, 256), "BN": (128, 256), "BK": (8, 16, 32), "STAGES": (3, 4, 6, 8), "GROUP": (8, 16)},
+         threads=lambda p: (p["BM"] // 64) * (p["BN"] // 64) * 32 + 128, tile=lambda p: (p["BM"], p["BN"]),
+         check=_warp_specialized_check, vec=True, dynamic_smem=_warp_specialized_smem, options=(SM90A,),
+         persistent=True, launcher=tma.FFMA_TILES,
+         description="a producer warp copies the tiles by TMA; consumer warps (8×16 accumulators, 232 registers by "
+                     "setmaxnreg) only read float4s of shared memory and issue FFMAs; persistent blocks"),
 )

@@ -1,9 +1,10 @@
-"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu … tc09_registers_tma_store.cu) are
-launched: each operand's tensor map (cuda.h's CUtensorMap) is encoded on the host by the driver
-(cuTensorMapEncodeTiled) and passed to the kernel by value; a persistent rung's grid is one block per SM; in TF32 tc05,
-tc06 and tc08 first make the K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call to call (as
-cuBLAS keeps a workspace), and its time counts; tc07 and tc09 read B as it is stored (AS_STORED); tc08 and tc09 also
-get C's tensor map, for their stores (STORED_BY_TMA, AS_STORED_STORED_BY_TMA).
+"""How the rungs fed by the Tensor Memory Accelerator (sm_90a; tc05_tma.cu … tc09_registers_tma_store.cu, and the FP32
+ladder's 14_warp_specialized.cu) are launched: each operand's tensor map (cuda.h's CUtensorMap) is encoded on the host
+by the driver (cuTensorMapEncodeTiled) and passed to the kernel by value; a persistent rung's grid is one block per SM;
+in TF32 tc05, tc06 and tc08 first make the K-major Bᵀ that TF32 wgmma needs (TRANSPOSED), in a buffer kept from call
+to call (as cuBLAS keeps a workspace), and its time counts; tc07 and tc09 read B as it is stored (AS_STORED); tc08 and
+tc09 also get C's tensor map, for their stores (STORED_BY_TMA, AS_STORED_STORED_BY_TMA); rung 14 reads BM×BK boxes of A
+swizzled as wide as BK and BK×BN boxes of B as they are (FFMA_TILES).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ K_MAJOR = f"k_major_tf32<{TRANSPOSE_TILE}>"  # the kernel of a TMA rung's file t
 
 # cuda.h's enumerators, for cuTensorMapEncodeTiled.
 _DATA_TYPE = {2: 9, 4: 7}  # bytes of an element: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, _FLOAT32
-_NO_INTERLEAVE, _SWIZZLE_128B, _L2_PROMOTE_256B, _FILL_ZEROS = 0, 3, 3, 0
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes of the swizzle's span: CU_TENSOR_MAP_SWIZZLE_NONE, _32B, _64B, _128B
+_NO_INTERLEAVE, _L2_PROMOTE_256B, _FILL_ZEROS = 0, 3, 0
 
 
 @functools.cache
@@ -39,20 +41,23 @@ def _driver() -> ctypes.CDLL:
 
 
 @functools.lru_cache(maxsize=64)
-def tensor_map(address: int, rows: int, cols: int, ld: int, element_bytes: int, box_rows: int):
+def tensor_map(address: int, rows: int, cols: int, ld: int, element_bytes: int, box_rows: int,
+               box_cols: int | None = None, swizzle: int = LINE_BYTES):
     """The CUtensorMap of a row-major rows×cols matrix at `address` (rows ld elements apart, 16-byte aligned) of
-    bfloat16 (2 bytes) or float (4), whose TMA box is box_rows × one 128-byte line, stored with the 128-byte swizzle
-    and zero-filled outside the matrix: 128 bytes, as a NumPy scalar that CuPy passes by value."""
+    bfloat16 (2 bytes) or float (4), whose TMA box is box_rows × box_cols (by default one 128-byte line), stored with
+    the swizzle of that many bytes (0: none) and zero-filled outside the matrix: 128 bytes, as a NumPy scalar that
+    CuPy passes by value."""
     import numpy
 
+    box_cols = box_cols or LINE_BYTES // element_bytes
     words = (ctypes.c_uint64 * 16)()
     result = _driver().cuTensorMapEncodeTiled(
         words, _DATA_TYPE[element_bytes], 2, address, (ctypes.c_uint64 * 2)(cols, rows),
-        (ctypes.c_uint64 * 1)(ld * element_bytes), (ctypes.c_uint32 * 2)(LINE_BYTES // element_bytes, box_rows),
-        (ctypes.c_uint32 * 2)(1, 1), _NO_INTERLEAVE, _SWIZZLE_128B, _L2_PROMOTE_256B, _FILL_ZEROS)
+        (ctypes.c_uint64 * 1)(ld * element_bytes), (ctypes.c_uint32 * 2)(box_cols, box_rows),
+        (ctypes.c_uint32 * 2)(1, 1), _NO_INTERLEAVE, _SWIZZLE[swizzle], _L2_PROMOTE_256B, _FILL_ZEROS)
     if result:
         raise RuntimeError(f"cuTensorMapEncodeTiled refused a {rows}×{cols} matrix of {element_bytes}-byte elements "
-                           f"(CUresult {result})")
+                           f"in {box_rows}×{box_cols} boxes (CUresult {result})")
     return numpy.frombuffer(bytes(words), dtype=_tensor_map_dtype())[0]
 
 
@@ -142,6 +147,27 @@ def run(launch: Launch, a, b, c, stream) -> None:
                                  shared_mem=launch.compiled.smem, stream=stream)
 
 
+def _run_ffma_tiles(launch: Launch, a, b, c, stream) -> None:
+    """Rung 14 (FP32): A in boxes of BM rows × BK floats, swizzled BK × 4 bytes wide; B in boxes of BK rows × BN
+    floats as they are; both from rows padded to 16 bytes where they are not. Persistent: a block per SM."""
+    import cupy
+    import numpy
+
+    m, k = a.shape
+    n = b.shape[1]
+    params, rung = launch.compiled.params, launch.compiled.rung
+    a_rows, lda = _rows_aligned(launch, "a", a, stream)
+    b_rows, ldb = _rows_aligned(launch, "b", b, stream)
+    maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, params["BM"], params["BK"], params["BK"] * 4),
+            tensor_map(b_rows.data.ptr, k, n, ldb, 4, params["BK"], params["BN"], 0))
+    vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's rows 16-byte aligned: float4 stores
+    rows, cols = rung.tile(params)
+    blocks = min(cdiv(m, rows) * cdiv(n, cols), _multiprocessors(cupy.cuda.Device().id))
+    launch.compiled.kernels[vec]((blocks,), (rung.threads(params),),
+                                 (numpy.int32(m), numpy.int32(n), numpy.int32(k), *maps, a, b, c),
+                                 shared_mem=launch.compiled.smem, stream=stream)
+
+
 def _launcher(transposed: bool, c_map: bool = False) -> nvrtc.Launcher:
     """A TMA rung's launch; `transposed`: in TF32 it reads the K-major Bᵀ that K_MAJOR makes first; `c_map`: it
     stores C with TMA."""
@@ -154,6 +180,7 @@ def _launcher(transposed: bool, c_map: bool = False) -> nvrtc.Launcher:
 
 TRANSPOSED, AS_STORED = _launcher(True), _launcher(False)
 STORED_BY_TMA, AS_STORED_STORED_BY_TMA = _launcher(True, c_map=True), _launcher(False, c_map=True)  # tc08, tc09
+FFMA_TILES = nvrtc.Launcher(lambda rung, mode, compiled: Launch(compiled), _run_ffma_tiles)  # rung 14
 
 
 def parameters(launcher: nvrtc.Launcher) -> str:
