@@ -84,6 +84,13 @@ def test_every_rung_compiles_for_sm90_without_spilling(rung, tmp_path):
     entries = re.findall(r"Compiling entry function", report)
     assert len(entries) >= (2 if rung.vec else 1)
     assert_no_spills(report)
+    if rung.launcher:  # the consumers read shared memory 128 bits at a time only; the copies are TMA's
+        from kernels import sass
+
+        found = sass.facts((tmp_path / "out.cubin").read_bytes())
+        if "sass_unread" not in found:
+            assert found["sass_tma"] > 0 and found["sass_ffma"] > 0 and found["sass_lds128"] > 0, found
+            assert found["sass_lds32"] == found["sass_lds64"] == 0 and found["sass_hmma"] == 0, found
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
@@ -128,7 +135,7 @@ def test_a_wgmma_rung_is_refused_on_a_gpu_without_it(monkeypatch):
     """Built for sm_90a, its module would not load on another GPU: the build says why instead (a rejected build)."""
     monkeypatch.setattr("kernels.cupy.nvrtc.compute_capability", lambda: "80")
     variant = registry.load()["cupy/tc04_wgmma"]
-    with pytest.raises(ValueError, match="tc04_wgmma is built for sm_90a .*which only sm_90 GPUs run .this one is sm_80."):
+    with pytest.raises(ValueError, match=r"tc04_wgmma is built for sm_90a .* only sm_90 GPUs run \(this one is sm_80"):
         variant.build("bf16", variant.params, None)
 
 
@@ -150,9 +157,12 @@ def test_ci_has_nvcc_when_it_claims_to():
 
 
 def test_invalid_parameters_are_named():
-    rung = RUNGS[-1]
+    rung = next(r for r in RUNGS if r.name == "13_split_barriers")
     problem = rung.problems({**rung.defaults, "TM": 8, "WM": 32, "WMITER": 2})
     assert problem and "32 thread tiles" in problem
+    rung = next(r for r in RUNGS if r.name == "14_warp_specialized")
+    assert "8 consumer warps" in rung.problems({**rung.defaults, "BM": 128, "BN": 128})
+    assert "shared memory" in rung.problems({**rung.defaults, "BK": 32, "STAGES": 8})
 
 
 def test_a_point_runs_the_class_nearest_its_size():
