@@ -200,6 +200,7 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
                         "speed; kept %s", variant.key, mode, size, winner["params"], worst, 100 * refused[worst], best)
     return kept, checks
 
+
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
 
 
