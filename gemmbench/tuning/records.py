@@ -171,7 +171,9 @@ def migrate(root: Path = COMMITTED) -> list[str]:
         changed = [size for size in stored if stored[size] != current.get(size)]
         compilers = {c["compiler"] for c in current.values()} ^ {c["compiler"] for c in stored.values()}
         if compilers:
-            said.append(f"{name}: stale; its code digests were taken by {sorted(compilers)}, not this host's compiler")
+            taken = sorted({c["compiler"] for c in stored.values()})
+            said.append(f"{name}: stale; its code digests were taken by {', '.join(taken)}, not this host's "
+                        f"compiler: run tuning-migrate where that compiler is (the GPU host that tuned it)")
         elif changed:
             said.append(f"{name}: stale: the code of the winners at n={', '.join(changed)} changed (a GPU re-times it)")
         else:

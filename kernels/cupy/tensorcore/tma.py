@@ -112,7 +112,6 @@ def run(launch: Launch, a, b, c, stream) -> None:
     """BF16 rows that are not 16-byte aligned run tc05's element-by-element producer (no tensor maps). TF32 always
     copies with TMA, from rows padded to 16 bytes where they are not: tc05 and tc06 from a K-major Bᵀ made first (its
     rows padded), tc07 from B as it is."""
-    import cupy
     import numpy
 
     m, k = a.shape
@@ -140,6 +139,17 @@ def run(launch: Launch, a, b, c, stream) -> None:
         maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, rows), b_map)
     if launch.c_map:  # C's rows 16-byte aligned where vec; the unaligned instance stores from registers
         maps += (tensor_map(c.data.ptr, m, n, n, 4, STORE_ROWS) if vec else numpy.zeros((), _tensor_map_dtype())[()],)
+    _launch(launch, vec, maps, a, b, c, stream)
+
+
+def _launch(launch: Launch, vec, maps: tuple, a, b, c, stream) -> None:
+    """The kernel of instance `vec` over every tile of C, or persistent (a block per SM), given its tensor maps."""
+    import cupy
+    import numpy
+
+    m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    params, rung = launch.compiled.params, launch.compiled.rung
+    rows, cols = rung.tile(params)
     tiles = cdiv(m, rows) * cdiv(n, cols)
     blocks = min(tiles, _multiprocessors(cupy.cuda.Device().id)) if rung.persistent else tiles
     launch.compiled.kernels[vec]((blocks,), (rung.threads(params),),
@@ -150,22 +160,14 @@ def run(launch: Launch, a, b, c, stream) -> None:
 def _run_ffma_tiles(launch: Launch, a, b, c, stream) -> None:
     """Rung 14 (FP32): A in boxes of BM rows × BK floats, swizzled BK × 4 bytes wide; B in boxes of BK rows × BN
     floats as they are; both from rows padded to 16 bytes where they are not. Persistent: a block per SM."""
-    import cupy
-    import numpy
-
     m, k = a.shape
     n = b.shape[1]
-    params, rung = launch.compiled.params, launch.compiled.rung
+    params = launch.compiled.params
     a_rows, lda = _rows_aligned(launch, "a", a, stream)
     b_rows, ldb = _rows_aligned(launch, "b", b, stream)
     maps = (tensor_map(a_rows.data.ptr, m, k, lda, 4, params["BM"], params["BK"], params["BK"] * 4),
             tensor_map(b_rows.data.ptr, k, n, ldb, 4, params["BK"], params["BN"], 0))
-    vec = n % 4 == 0 and c.data.ptr % 16 == 0  # C's rows 16-byte aligned: float4 stores
-    rows, cols = rung.tile(params)
-    blocks = min(cdiv(m, rows) * cdiv(n, cols), _multiprocessors(cupy.cuda.Device().id))
-    launch.compiled.kernels[vec]((blocks,), (rung.threads(params),),
-                                 (numpy.int32(m), numpy.int32(n), numpy.int32(k), *maps, a, b, c),
-                                 shared_mem=launch.compiled.smem, stream=stream)
+    _launch(launch, n % 4 == 0 and c.data.ptr % 16 == 0, maps, a, b, c, stream)  # C's rows 16-byte aligned: float4s
 
 
 def _launcher(transposed: bool, c_map: bool = False) -> nvrtc.Launcher:
