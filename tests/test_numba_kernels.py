@@ -36,6 +36,8 @@ def test_every_rung_compiles_to_ptx_for_cc90_and_assembles_without_spills(rung, 
         if rung.gufunc:
             continue
         assert ptx_facts(ptx)["ptx_fma"] > 0
+        if "async_copy.py" in rung.builds_on:  # its copies are cp.async, not loads and stores through registers
+            assert ptx_facts(ptx)["ptx_cp_async"] > 0 and "st.shared" not in ptx
         if NVCC:  # ptxas sits beside nvcc in the wheel
             (tmp_path / "k.ptx").write_text(ptx)
             done = subprocess.run([str(Path(NVCC).with_name("ptxas")), "-arch=sm_90", "-v", "-o",
@@ -91,7 +93,8 @@ def test_every_rung_is_correct_in_the_cuda_simulator():
     cases += [("04_blocktile_2d", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8}),
               ("05_warptile", warptiles), ("06_register_prefetch", warptiles),
               ("06_register_prefetch", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2}),
-              ("07_column_order", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2})]  # more prefetch trips
+              ("07_column_order", {**warptiles, "BK": 16, "WN": 64, "WNITER": 2}),  # more prefetch trips
+              ("08_cp_async", {**warptiles, "STAGES": 2}), ("08_cp_async", {**warptiles, "STAGES": 4})]
     for case in cases:
         assert VARIANTS[case[0]].check_params(case[1]) is None, case
     results = _simulated_errors(cases)
@@ -133,3 +136,6 @@ def test_build_facts_read_the_hot_loop_and_say_what_limits_numba():
     facts = {**ptx_facts(ptx), **facts}
     assert facts["ptx_fma"] == 1 and facts["ptx_global_loads_scalar"] == 1 and facts["ptx_int64_share"] == 1.0
     assert "scalar global loads" in limits(facts) and "64-bit" in limits(facts)
+    assert "no cp.async" in limits(facts)
+    inline = "\t{ .reg .u64 s; cvta.to.shared.u64 s, %rd1; cp.async.ca.shared.global [s], [%rd2], 4, %r1; }\n"
+    assert ptx_facts(inline)["ptx_cp_async"] == 1 and "no cp.async" not in limits({**facts, **ptx_facts(inline)})

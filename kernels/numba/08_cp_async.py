@@ -1,0 +1,107 @@
+"""Rung 07 with shared memory fed by cp.async, STAGES k-tiles deep, as CUDA C rung 12 is.
+
+Rungs 05–07 load the next k-tile into registers and store it to the other shared buffer after the FMAs: every
+element passes through a register and a store, and only two tiles are ever in flight. Here each element of A and B
+goes straight from global to shared memory by a 4-byte cp.async (kernels/numba/async_copy.py: inline PTX through
+a Numba intrinsic), A transposed on the way, with STAGES - 1 tiles in flight ahead of the one multiplied out; one
+barrier per k-tile, as rung 12's. An element outside the matrices is zero-filled by the copy itself.
+
+The stages are one 3-D shared array per operand, indexed by a stage that is a constant in each unrolled copy of
+the k loop (a runtime stage would stop NVVM merging neighbouring shared loads into ld.shared.v4, as rung 05 says).
+The k-steps run as rung 07's: fragments double-buffered in registers, FMAs column by column.
+"""
+import importlib
+
+import numpy as np
+from numba import cuda, float32, uint64
+
+from kernels.numba import async_copy
+
+prefetch = importlib.import_module("kernels.numba.06_register_prefetch")
+U = np.uint64
+
+
+def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
+    WSUBM, WSUBN = WM // WMITER, WN // WNITER
+    TCOLS, WARPS_N = WSUBN // TN, BN // WN
+    THREADS = (BM // WM) * WARPS_N * 32
+    WARP_ROWS = U(32 // TCOLS)
+    AM, AN = WMITER * TM, WNITER * TN
+    A_SHAPE, B_SHAPE = (STAGES, BK, BM + 4), (STAGES, BK, BN + 4)  # A transposed; rows 16-byte aligned
+    A_COPIES, B_COPIES = BM * BK // THREADS, BK * BN // THREADS
+    A_ROWS, B_ROWS = THREADS // BK, THREADS // BN  # rows of the A tile (of B) one pass of the block copies
+    PENDING = STAGES - 2  # groups a thread may leave in flight when it needs the oldest
+    multiply = prefetch.prefetched_fragments(U(BK), U(WMITER), U(WNITER), U(WSUBM), U(WSUBN), U(TM), U(TN),
+                                             columns_first=True)
+    (BM, BN, BK, WM, WN, TM, TN, WSUBM, WSUBN, TCOLS, WARPS_N, A_ROWS, B_ROWS, GROUP) = map(
+        U, (BM, BN, BK, WM, WN, TM, TN, WSUBM, WSUBN, TCOLS, WARPS_N, A_ROWS, B_ROWS, GROUP))
+    ZERO, ONE = U(0), U(1)
+    copy4, commit, wait = async_copy.copy4, async_copy.commit, async_copy.wait
+
+    @cuda.jit(device=True, inline="always")
+    def issue(a, b, As, Bs, stage, k0, row0, col0, a_row, a_col, b_row, b_col, m, n, k):
+        """k-tile at k0 into `stage`: A[row0 + r, k0 + c] to As[stage, c, r], B[k0 + r, col0 + c] to Bs[stage, r, c]."""
+        for copy in range(A_COPIES):
+            r = a_row + copy * A_ROWS
+            copy4(As[stage], a_col, r, a, row0 + r, k0 + a_col, row0 + r < m and k0 + a_col < k)
+        for copy in range(B_COPIES):
+            r = b_row + copy * B_ROWS
+            copy4(Bs[stage], r, b_col, b, k0 + r, col0 + b_col, k0 + r < k and col0 + b_col < n)
+        commit()
+
+    def sgemm_cp_async(a, b, c):
+        As = cuda.shared.array(A_SHAPE, float32)
+        Bs = cuda.shared.array(B_SHAPE, float32)
+        acc = cuda.local.array((AM, AN), float32)
+        a_frag = cuda.local.array((2, AM), float32)
+        b_frag = cuda.local.array((2, AN), float32)
+        m, k, n = uint64(a.shape[0]), uint64(a.shape[1]), uint64(b.shape[1])
+
+        tiles_m, tiles_n = (m + BM - ONE) // BM, (n + BN - ONE) // BN  # grouped order, as rung 05
+        block = uint64(cuda.blockIdx.x)
+        first = (block // (GROUP * tiles_n)) * GROUP
+        rows_in_group = min(tiles_m - first, GROUP)
+        row0 = (first + block % rows_in_group) * BM
+        col0 = (block % (GROUP * tiles_n)) // rows_in_group * BN
+
+        x, y, z = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y), uint64(cuda.threadIdx.z)
+        row = (z // WARPS_N) * WM + y * TM
+        col = (z % WARPS_N) * WN + x * TN
+        tid = (z * WARP_ROWS + y) * TCOLS + x
+        a_row, a_col = tid // BK, tid % BK  # lanes along k: a warp reads whole 32-byte sectors of A's rows
+        b_row, b_col = tid // BN, tid % BN
+
+        for i in range(AM):
+            for j in range(AN):
+                acc[i, j] = float32(0)
+        tiles_k = (k + BK - ONE) // BK
+        for s in range(STAGES - 1):  # the first STAGES - 1 tiles in flight (empty groups past the end)
+            if uint64(s) < tiles_k:
+                issue(a, b, As, Bs, s, uint64(s) * BK, row0, col0, a_row, a_col, b_row, b_col, m, n, k)
+            else:
+                commit()
+        for t0 in range(ZERO, tiles_k, U(STAGES)):
+            for s in range(STAGES):  # unrolled: tile t0 + s is in stage s, a constant here
+                t = t0 + uint64(s)
+                if t < tiles_k:
+                    wait(PENDING)  # this thread's copies of tile t have landed ...
+                    cuda.syncthreads()  # ... everyone's, and nobody reads tile t - 1's stage any more
+                    ahead = t + U(STAGES - 1)
+                    if ahead < tiles_k:  # into the stage tile t - 1 used
+                        issue(a, b, As, Bs, (s + STAGES - 1) % STAGES, ahead * BK, row0, col0, a_row, a_col,
+                              b_row, b_col, m, n, k)
+                    else:
+                        commit()
+                    multiply(As[s], Bs[s], acc, a_frag, b_frag, row, col)
+
+        for wi in range(WMITER):
+            for i in range(TM):
+                out_row = row0 + row + wi * WSUBM + i
+                if out_row < m:
+                    for wj in range(WNITER):
+                        for j in range(TN):
+                            out_col = col0 + col + wj * WSUBN + j
+                            if out_col < n:
+                                c[out_row, out_col] = acc[wi * TM + i, wj * TN + j]
+
+    return sgemm_cp_async
