@@ -9,6 +9,7 @@ import pytest
 from gemmbench import configuration
 from gemmbench.measure import checking
 from gemmbench.stages import build, common, measure, profile, tune
+from gemmbench.tuning import search
 
 
 @pytest.fixture
@@ -411,3 +412,12 @@ def test_without_ncu_or_its_counters_every_point_ends_skipped_saying_why(cfg, tm
     rows = profile.run(cfg, "cpu/planted-tunable", "fp32", tmp_path / "build.json", tmp_path / "profile.json")
     assert [r["status"] for r in rows] == ["skipped", "skipped"]
     assert all(("no 'no-such-ncu' on PATH" if why == "missing" else "not permitted") in r["message"] for r in rows)
+
+
+@pytest.mark.parametrize("shares, kept", [
+    ({"16": {"a": 1.0, "b": 0.3}, "8": {"a": 0.9, "b": 1.0}}, "8"),  # collapses at b: refused
+    ({"16": {"a": 1.0, "b": 0.995}, "8": {"a": 0.99, "b": 1.0}}, "16"),  # a near tie keeps the fastest
+    ({"16": {"a": 1.0, "b": 0.97}, "8": {"a": 0.999, "b": 1.0}, "4": {"a": 0.98, "b": 0.99}}, "8"),
+])
+def test_a_class_keeps_its_fastest_unless_another_holds_up_clearly_better(shares, kept):
+    assert search.kept_of(shares, "16") == kept

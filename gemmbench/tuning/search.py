@@ -148,14 +148,27 @@ def contenders(trials: list[dict], classes: dict, size: int) -> list[dict]:
     return found
 
 
+NOISE = 0.02  # a share this close to another is a tie: two runs of one point differ by up to 2% (README "Measuring")
+
+
+def kept_of(shares: dict[str, dict[str, float]], fastest: str) -> str:
+    """Which candidate a class keeps, given each one's share at every shape it serves (`shares`): its `fastest` at
+    its own size, unless another's lowest share beats the fastest's lowest by more than NOISE; then the candidate
+    whose lowest share is highest. A near tie keeps the fastest, so the noise of a few samples never swaps winners."""
+    lowest = {candidate: min(by_shape.values()) for candidate, by_shape in shares.items()}
+    best = max(lowest, key=lowest.get)
+    return best if lowest[best] > lowest[fastest] + NOISE else fastest
+
+
 def check_served(config: dict, variant: registry.Variant, mode: str, trials: list[dict],
                  classes: dict, compiled: bool = False) -> tuple[dict, list[dict]]:
     """Each class's winner timed at every other sweep shape its class will run, beside its contenders
     (`contenders`). A candidate's share at a shape is the fastest contender's time there over its own (0 where it
-    failed); a class keeps the candidate whose lowest share, its own size's included, is highest. So a winner that
-    collapses at a size its class serves is refused for one that holds up there. Returns the classes (each with its
-    shares, and the refused winner where there is one) and the check trials. `compiled`: the candidates were
-    compiled ahead (a kernel specialised per shape compiles at its check's validation)."""
+    failed); a class keeps its fastest unless another's lowest share, its own size's included, is clearly higher
+    (`kept_of`). So a winner that collapses at a size its class serves is refused for one that holds up there.
+    Returns the classes (each with its shares, and the refused winner where there is one) and the check trials.
+    `compiled`: the candidates were compiled ahead (a kernel specialised per shape compiles at its check's
+    validation)."""
     if not classes:
         return classes, []
     checked = {size: (contenders(trials, classes, size), shapes)
@@ -186,8 +199,9 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
             return fastest / own if own else 0.0
         shares = {ident(p): {shape: share(p, shape) for shape in [own_shape, *(s.label for s in shapes)]}
                   for p in candidates_}
-        best = max(candidates_, key=lambda p: min(shares[ident(p)].values()))
         winner = classes[str(size)]
+        keep = kept_of(shares, ident(winner["params"]))
+        best = next(p for p in candidates_ if ident(p) == keep)
         kept[str(size)] = {**winner, "served": shares[ident(best)]}
         if best != winner["params"]:
             refused = shares[ident(winner["params"])]
