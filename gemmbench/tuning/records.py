@@ -90,10 +90,22 @@ def committed_path(gpu: str, variant: registry.Variant, mode: str) -> Path:
     return COMMITTED / gpu / variant.family / variant.name / f"{mode}.json"
 
 
+def read(path: Path) -> dict:
+    """A committed record, parsed once per process and content (planning asks for each several times per job, and
+    the largest hold thousands of trials): shared, so callers copy before they change it."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path, mtime_ns: int, size: int) -> dict:
+    return json.loads(path.read_text())
+
+
 def reusable(path: Path, expected_key: str) -> dict | None:
     if not path.exists():
         return None
-    record = json.loads(path.read_text())
+    record = read(path)
     return record if record.get("key") == expected_key else None
 
 
@@ -109,7 +121,7 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     wanted = settings(tune, variant)
     record = reusable(path, key(variant, mode, wanted, with_compilers))
     if record is None and path.exists():
-        ran = json.loads(path.read_text())
+        ran = read(path)
         if variant.tuner and not tune["autotuner"]["trials"]:
             record = reusable(path, key(variant, mode, ran["settings"], ran.get("compilers", {})))
         elif not variant.tuner and covers(ran["settings"], wanted):
@@ -223,7 +235,7 @@ def transferred(tune: dict, variant: registry.Variant, mode: str, gpu: str,
         path = committed_path(model, variant, mode)
         if not path.exists():
             continue
-        ran = json.loads(path.read_text())
+        ran = read(path)
         if key(variant, mode, ran["settings"], ran.get("compilers", {})) != ran.get("key"):
             continue
         if not variant.tuner and not covers(ran["settings"], wanted):
