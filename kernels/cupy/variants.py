@@ -144,6 +144,7 @@ RUNGS = declare(
          threads=lambda p: (p["BM"] // 64) * (p["BN"] // 64) * 32 + 128, tile=lambda p: (p["BM"], p["BN"]),
          check=_warp_specialized_check, vec=True, dynamic_smem=_warp_specialized_smem, options=(SM90A,),
          persistent=True, launcher=tma.FFMA_TILES,
-         description="one thread of a producer warpgroup copies the tiles by TMA; consumer warps (8×16 accumulators, 232 registers by "
-                     "setmaxnreg) only read float4s of shared memory and issue FFMAs; persistent blocks"),
+         description="one thread of a producer warpgroup copies the tiles by TMA; consumer warps (8×16 accumulators, "
+                     "232 registers by setmaxnreg) only read float4s of shared memory and issue FFMAs; persistent "
+                     "blocks"),
 )
