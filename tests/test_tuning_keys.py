@@ -187,3 +187,19 @@ def test_a_host_without_the_gpu_plans_with_the_models_committed_facts(monkeypatc
     assert records.facts_for("a-gpu-nobody-tuned-for") is None
     monkeypatch.setattr(records, "host_gpu", lambda: {"compute_capability": "8.0", "sm_count": 108})
     assert records.facts_for(h100) == {"compute_capability": "8.0", "sm_count": 108}
+
+
+def test_a_record_is_parsed_once_until_its_file_changes(tmp_path):
+    """Planning asks for each record per job: the parse is shared while the file is the same, and a rewritten
+    record is read again."""
+    import os
+
+    from gemmbench.tuning import records
+
+    path = tmp_path / "fp32.json"
+    path.write_text('{"key": "a"}')
+    first = records.read(path)
+    assert records.read(path) is first and records.reusable(path, "a") is first
+    path.write_text('{"key": "bb"}')
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))
+    assert records.read(path) == {"key": "bb"} and records.reusable(path, "a") is None
