@@ -92,6 +92,8 @@ def kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps):
             Bs[b_tile_row + l * B_ROWS, b_tile_col] = b_regs[l]
 
     multiply = steps(BK, WMITER, WNITER, WSUBM, WSUBN, TM, TN)
+    write_back = tile_writer(WMITER, WNITER, WSUBM, WSUBN, TM, TN)
+    place = thread_place(BM, BN, WM, WN, TM, TN, GROUP, WARPS_N, WARP_ROWS, TCOLS)
 
     def sgemm_warptile(a, b, c):
         As0 = cuda.shared.array(A_SHAPE, float32)
@@ -105,19 +107,7 @@ def kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps):
         b_regs = cuda.local.array(B_REGS, float32)
         m, k, n = uint64(a.shape[0]), uint64(a.shape[1]), uint64(b.shape[1])
 
-        # Grouped order: consecutive blocks walk down GROUP block-rows before moving right.
-        tiles_m, tiles_n = (m + BM - ONE) // BM, (n + BN - ONE) // BN
-        block = uint64(cuda.blockIdx.x)
-        first = (block // (GROUP * tiles_n)) * GROUP
-        rows_in_group = min(tiles_m - first, GROUP)
-        row0 = (first + block % rows_in_group) * BM
-        col0 = (block % (GROUP * tiles_n)) // rows_in_group * BN
-
-        # Thread (x, y) of warp z: its sub-tiles start at (row, col) of the block tile.
-        x, y, z = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y), uint64(cuda.threadIdx.z)
-        row = (z // WARPS_N) * WM + y * TM
-        col = (z % WARPS_N) * WN + x * TN
-        tid = (z * WARP_ROWS + y) * TCOLS + x
+        row0, col0, row, col, tid = place(m, n)
         a_tile_row, a_tile_col = tid // BK, tid % BK
         b_tile_row, b_tile_col = tid // BN, tid % BN
 
@@ -150,14 +140,46 @@ def kernel(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, GROUP, steps):
                             store(As0, Bs0, a_regs, b_regs, a_tile_row, a_tile_col, b_tile_row, b_tile_col)
                     cuda.syncthreads()
 
+        write_back(c, acc, row0 + row, col0 + col, m, n)
+
+    return sgemm_warptile
+
+
+def thread_place(BM, BN, WM, WN, TM, TN, GROUP, WARPS_N, WARP_ROWS, TCOLS):
+    """place(m, n) -> (row0, col0, row, col, tid): the block's tile of C in grouped order (consecutive blocks walk
+    down GROUP block-rows before moving right), where this thread's sub-tiles start in it (thread (x, y) of warp z),
+    and the thread's index in the block. Every argument unsigned."""
+    ONE = U(1)
+
+    @cuda.jit(device=True, inline="always")
+    def place(m, n):
+        tiles_m, tiles_n = (m + BM - ONE) // BM, (n + BN - ONE) // BN
+        block = uint64(cuda.blockIdx.x)
+        first = (block // (GROUP * tiles_n)) * GROUP
+        rows_in_group = min(tiles_m - first, GROUP)
+        row0 = (first + block % rows_in_group) * BM
+        col0 = (block % (GROUP * tiles_n)) // rows_in_group * BN
+        x, y, z = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y), uint64(cuda.threadIdx.z)
+        row = (z // WARPS_N) * WM + y * TM
+        col = (z % WARPS_N) * WN + x * TN
+        return row0, col0, row, col, (z * WARP_ROWS + y) * TCOLS + x
+
+    return place
+
+
+def tile_writer(WMITER, WNITER, WSUBM, WSUBN, TM, TN):
+    """write_back(c, acc, row, col, m, n): a thread's accumulators to C, its WMITER×WNITER sub-tiles of TM×TN from
+    (row, col), inside the matrix (every argument unsigned: uint64 with int64 would make a float64)."""
+    @cuda.jit(device=True, inline="always")
+    def write_back(c, acc, row, col, m, n):
         for wi in range(WMITER):
             for i in range(TM):
-                out_row = row0 + row + wi * WSUBM + i
+                out_row = row + wi * WSUBM + i
                 if out_row < m:
                     for wj in range(WNITER):
                         for j in range(TN):
-                            out_col = col0 + col + wj * WSUBN + j
+                            out_col = col + wj * WSUBN + j
                             if out_col < n:
                                 c[out_row, out_col] = acc[wi * TM + i, wj * TN + j]
 
-    return sgemm_warptile
+    return write_back

@@ -17,6 +17,7 @@ from numba import cuda, float32, uint64
 
 from kernels.numba import async_copy
 
+warptile = importlib.import_module("kernels.numba.05_warptile")
 prefetch = importlib.import_module("kernels.numba.06_register_prefetch")
 U = np.uint64
 
@@ -37,6 +38,8 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
         U, (BM, BN, BK, WM, WN, TM, TN, WSUBM, WSUBN, TCOLS, WARPS_N, A_ROWS, B_ROWS, GROUP))
     ZERO, ONE = U(0), U(1)
     copy4, commit, wait = async_copy.copy4, async_copy.commit, async_copy.wait
+    write_back = warptile.tile_writer(WMITER, WNITER, WSUBM, WSUBN, TM, TN)
+    place = warptile.thread_place(BM, BN, WM, WN, TM, TN, GROUP, WARPS_N, WARP_ROWS, TCOLS)
 
     @cuda.jit(device=True, inline="always")
     def issue(a, b, As, Bs, stage, k0, row0, col0, a_row, a_col, b_row, b_col, m, n, k):
@@ -57,17 +60,7 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
         b_frag = cuda.local.array((2, AN), float32)
         m, k, n = uint64(a.shape[0]), uint64(a.shape[1]), uint64(b.shape[1])
 
-        tiles_m, tiles_n = (m + BM - ONE) // BM, (n + BN - ONE) // BN  # grouped order, as rung 05
-        block = uint64(cuda.blockIdx.x)
-        first = (block // (GROUP * tiles_n)) * GROUP
-        rows_in_group = min(tiles_m - first, GROUP)
-        row0 = (first + block % rows_in_group) * BM
-        col0 = (block % (GROUP * tiles_n)) // rows_in_group * BN
-
-        x, y, z = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y), uint64(cuda.threadIdx.z)
-        row = (z // WARPS_N) * WM + y * TM
-        col = (z % WARPS_N) * WN + x * TN
-        tid = (z * WARP_ROWS + y) * TCOLS + x
+        row0, col0, row, col, tid = place(m, n)  # as rung 05
         a_row, a_col = tid // BK, tid % BK  # lanes along k: a warp reads whole 32-byte sectors of A's rows
         b_row, b_col = tid // BN, tid % BN
 
@@ -94,14 +87,6 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
                         commit()
                     multiply(As[s], Bs[s], acc, a_frag, b_frag, row, col)
 
-        for wi in range(WMITER):
-            for i in range(TM):
-                out_row = row0 + row + wi * WSUBM + i
-                if out_row < m:
-                    for wj in range(WNITER):
-                        for j in range(TN):
-                            out_col = col0 + col + wj * WSUBN + j
-                            if out_col < n:
-                                c[out_row, out_col] = acc[wi * TM + i, wj * TN + j]
+        write_back(c, acc, row0 + row, col0 + col, m, n)
 
     return sgemm_cp_async

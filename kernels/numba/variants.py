@@ -130,7 +130,7 @@ RUNGS = (
          description="rung 06 with each k-step's FMAs column by column (one value of B meets the thread's values "
                      "of A in turn)"),
     Rung("08_cp_async.py", {**WARPTILE_DEFAULTS, "BK": 8, "STAGES": 3}, {**WARPTILE_SPACE, "STAGES": (2, 3, 4)},
-         builds_on=("06_register_prefetch.py", "async_copy.py"),
+         builds_on=("05_warptile.py", "06_register_prefetch.py", "async_copy.py"),
          block=_warptile_block, tile=lambda p: (p["BM"], p["BN"]), check=_cp_async_check, grid="linear",
          description="rung 07 fed by 4-byte cp.async (inline PTX through a Numba intrinsic), STAGES k-tiles deep, "
                      "A transposed by the copy, one barrier per k-tile"),
