@@ -92,7 +92,7 @@ def cmd_tuning_check(args) -> int:
 def cmd_tuning_migrate(args) -> int:
     """Re-key the stale committed records whose winners compile to the code they were timed as (no GPU)."""
     root = Path(args.root) if args.root else records.COMMITTED
-    said = records.migrate(root)
+    said = records.migrate(root, args.since)
     for line in said:
         print(line)
     left = len(records.stale(root))
@@ -227,6 +227,8 @@ def main(argv=None) -> int:
     tuning.set_defaults(func=cmd_tuning_check)
     migrate = sub.add_parser("tuning-migrate", help="re-key stale committed records whose code compiles the same")
     migrate.add_argument("--root", help="a folder of records laid out as resources/tuning (default: that one)")
+    migrate.add_argument("--since", help="a git revision the records stood for: re-key those whose winners compile "
+                                         "here to the same code then and now, where their digests are another host's")
     migrate.set_defaults(func=cmd_tuning_migrate)
     check = sub.add_parser("check-config", help="the config a run would get, checked against the whole schema")
     check.add_argument("files", nargs="*", help="config files, each over the one before (snakemake --configfile)")

@@ -203,3 +203,41 @@ def test_a_record_is_parsed_once_until_its_file_changes(tmp_path):
     path.write_text('{"key": "bb"}')
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))
     assert records.read(path) == {"key": "bb"} and records.reusable(path, "a") is None
+
+
+def test_a_record_whose_digests_another_host_took_is_migrated_since_a_revision_it_stood_for(tmp_path):
+    """Rung 13's records as if a GPU host's compiler had taken their digests (another label): tuning-migrate cannot
+    compare them, and says how; with --since the committed revision, a rename that compiles the same here is
+    re-keyed, and a change to the instructions stays stale."""
+    import json
+
+    tree = tree_copy(tmp_path / "tree")
+    for record in (tree / "resources/tuning").glob("*/cupy/13_split_barriers/*.json"):
+        content = json.loads(record.read_text())
+        for made in content["generated"].values():
+            made["compiler"] = "nvrtc 0.0"
+        record.write_text(json.dumps(content, indent=1))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tree)]
+    for command in (["init", "--quiet"], ["add", "--all"], ["commit", "--quiet", "-m", "tree"]):
+        subprocess.run(git + command, check=True, capture_output=True)
+    source = tree / "kernels/cupy/13_split_barriers.cu"
+    source.write_text(source.read_text().replace("barrier_arrive_copies", "copies_arrive"))
+
+    def migrate(*args):
+        done = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate", *args], cwd=tree,
+                              capture_output=True, text=True, timeout=None,
+                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)})
+        return done.stdout + done.stderr
+
+    said = migrate()
+    assert "13_split_barriers/fp32.json: stale; its code digests were taken by nvrtc 0.0" in said, said
+    assert "--since" in said and check(tree)[0] == COMMITTED - SPLIT_BARRIERS
+    said = migrate("--since", "HEAD")
+    assert "13_split_barriers/fp32.json: migrated: every class winner compiles here to the same code at HEAD" in said
+    assert check(tree) == (COMMITTED, [])
+
+    subprocess.run(git + ["checkout", "--quiet", "--", "resources"], check=True)
+    edit(source, "cp.async.mbarrier.arrive.noinc.shared", "cp.async.mbarrier.arrive.shared")  # another instruction
+    said = migrate("--since", "HEAD")
+    assert "13_split_barriers/fp32.json: stale: it did not stand at HEAD, or its winners' code changed" in said
+    assert check(tree)[0] == COMMITTED - SPLIT_BARRIERS

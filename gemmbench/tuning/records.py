@@ -8,9 +8,13 @@ transferred. Records are results: they live under resources/tuning/<gpu>/<family
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -161,37 +165,86 @@ def generated(variant: registry.Variant, mode: str, classes: dict) -> dict | Non
     return {size: variant.generated(mode, found["params"]) for size, found in classes.items()}
 
 
-def migrate(root: Path = COMMITTED) -> list[str]:
+def migrate(root: Path = COMMITTED, since: str | None = None) -> list[str]:
     """Re-key the committed records that are stale only by their key: those whose space is the variant's and whose
     every class winner comes out of the compiler as it did when it was timed (the same digests, compiler and launch
-    settings). Says what it did with each stale record; the others need a GPU (the tune stage searches again)."""
-    said = []
-    for name, path, record, variant, now in _records(root):
-        if variant is None:
-            said.append(f"{name}: no variant {record.get('variant')!r} is registered; left as it is")
-            continue
-        if now == record.get("key"):
-            continue
-        stored = record.get("generated")
-        if not stored or variant.generated is None:
-            said.append(f"{name}: stale, and no generated code to compare (the tune stage will search again)")
-            continue
-        if json.loads(json.dumps(variant.space)) != record.get("space"):
-            said.append(f"{name}: stale: its search space changed (the tune stage will search again)")
-            continue
-        current = json.loads(json.dumps(generated(variant, record["mode"], record["classes"])))  # tuples as stored
-        changed = [size for size in stored if stored[size] != current.get(size)]
-        compilers = {c["compiler"] for c in current.values()} ^ {c["compiler"] for c in stored.values()}
-        if compilers:
+    settings). A record whose digests another host took (another compiler, or the same one under another Python)
+    cannot be compared so; with `since` (a git revision the record stood for), it is re-keyed where its winners
+    compile here to the same code at that revision and now. Says what it did with each stale record; the others need
+    a GPU (the tune stage searches again)."""
+    said, tree = [], None
+    with contextlib.ExitStack() as stack:
+        for name, path, record, variant, now in _records(root):
+            if variant is None:
+                said.append(f"{name}: no variant {record.get('variant')!r} is registered; left as it is")
+                continue
+            if now == record.get("key"):
+                continue
+            stored = record.get("generated")
+            if not stored or variant.generated is None:
+                said.append(f"{name}: stale, and no generated code to compare (the tune stage will search again)")
+                continue
+            if json.loads(json.dumps(variant.space)) != record.get("space"):
+                said.append(f"{name}: stale: its search space changed (the tune stage will search again)")
+                continue
+            current = json.loads(json.dumps(generated(variant, record["mode"], record["classes"])))  # as stored
+            changed = [size for size in stored if stored[size] != current.get(size)]
+            if not changed:
+                write_json(path, {**record, "key": now})
+                said.append(f"{name}: migrated: every class winner compiles to the same code")
+                continue
+            if since:
+                tree = tree or stack.enter_context(_revision_tree(since))
+                if _generated_at(tree, path) == current:
+                    write_json(path, {**record, "key": now})
+                    said.append(f"{name}: migrated: every class winner compiles here to the same code at {since} "
+                                f"and now")
+                    continue
+                said.append(f"{name}: stale: it did not stand at {since}, or its winners' code changed since")
+                continue
             taken = sorted({c["compiler"] for c in stored.values()})
-            said.append(f"{name}: stale; its code digests were taken by {', '.join(taken)}, not this host's "
-                        f"compiler: run tuning-migrate where that compiler is (the GPU host that tuned it)")
-        elif changed:
-            said.append(f"{name}: stale: the code of the winners at n={', '.join(changed)} changed (a GPU re-times it)")
-        else:
-            write_json(path, {**record, "key": now})
-            said.append(f"{name}: migrated: every class winner compiles to the same code")
+            if {c["compiler"] for c in current.values()} != set(taken):
+                said.append(f"{name}: stale; its code digests were taken by {', '.join(taken)}, not this host's "
+                            f"compiler: run tuning-migrate where that compiler is, or with --since a revision the "
+                            f"record stood for")
+            else:
+                said.append(f"{name}: stale: the code of the winners at n={', '.join(changed)} changed (a GPU "
+                            f"re-times it; if another host took its digests, --since a revision it stood for)")
     return said
+
+
+@contextlib.contextmanager
+def _revision_tree(revision: str):
+    """The project's sources at a git revision, checked out beside it for the length of the block."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--quiet", "--detach", str(tree), revision],
+                       check=True, capture_output=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+_AT_REVISION = """
+import json, sys
+from pathlib import Path
+from gemmbench.tuning import records
+from kernels import registry
+record = json.loads(Path(sys.argv[1]).read_text())
+variant = registry.load().get(record["variant"])
+stood = variant is not None and records.key(variant, record["mode"], record["settings"],
+                                            record.get("compilers", {})) == record.get("key")
+print(json.dumps(records.generated(variant, record["mode"], record["classes"]) if stood else None))
+"""
+
+
+def _generated_at(tree: Path, path: Path) -> dict | None:
+    """What the record at `path` has its class winners compile to here in the sources of `tree` (another revision),
+    if it stood for that revision's code; else None."""
+    done = subprocess.run([sys.executable, "-c", _AT_REVISION, str(path.resolve())], cwd=tree, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+    return json.loads(done.stdout.splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
 
 
 GPU_FACTS = "gpu.json"  # resources/tuning/<gpu>/gpu.json: the model's compute capability and SM count
