@@ -92,7 +92,11 @@ def cmd_tuning_check(args) -> int:
 def cmd_tuning_migrate(args) -> int:
     """Re-key the stale committed records whose winners compile to the code they were timed as (no GPU)."""
     root = Path(args.root) if args.root else records.COMMITTED
-    said = records.migrate(root, args.since)
+    try:
+        said = records.migrate(root, args.since)
+    except ValueError as bad:
+        print(f"tuning-migrate: {bad}", file=sys.stderr)
+        return 2
     for line in said:
         print(line)
     left = len(records.stale(root))

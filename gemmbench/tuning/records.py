@@ -218,8 +218,11 @@ def _revision_tree(revision: str):
     """The project's sources at a git revision, checked out beside it for the length of the block."""
     with tempfile.TemporaryDirectory() as scratch:
         tree = Path(scratch) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--quiet", "--detach", str(tree), revision],
-                       check=True, capture_output=True)
+        done = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--quiet", "--detach", str(tree), revision],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise ValueError(f"--since {revision}: no such revision of {ROOT} to check out "
+                             f"({(done.stderr.strip().splitlines() or ['git failed'])[-1]})")
         try:
             yield tree
         finally:
