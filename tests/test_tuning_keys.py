@@ -22,6 +22,12 @@ def check(tree: Path) -> tuple[int, list[str]]:
     return standing, [line for line in done.stdout.splitlines() if line.startswith("stale:")]
 
 
+def migrate(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m gemmbench tuning-migrate` in `tree`."""
+    return subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate", *args], cwd=tree, capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+
+
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{path}: {old!r} not found"
@@ -133,14 +139,12 @@ def test_a_renamed_helper_that_compiles_the_same_is_migrated_without_a_gpu(tmp_p
     source = tree / "kernels/cupy/13_split_barriers.cu"
     source.write_text(source.read_text().replace("barrier_arrive_copies", "copies_arrive"))
     assert check(tree)[0] == COMMITTED - SPLIT_BARRIERS
-    migrated = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate"], cwd=tree, capture_output=True,
-                              text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+    migrated = migrate(tree)
     assert "cupy/13_split_barriers/fp32.json: migrated" in migrated.stdout, migrated.stdout + migrated.stderr
     assert check(tree) == (COMMITTED, [])
 
     edit(source, "cp.async.mbarrier.arrive.noinc.shared", "cp.async.mbarrier.arrive.shared")  # another instruction
-    migrated = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate"], cwd=tree, capture_output=True,
-                              text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)}, timeout=None)
+    migrated = migrate(tree)
     assert "cupy/13_split_barriers/fp32.json: stale: the code of the winners" in migrated.stdout, migrated.stdout
     assert check(tree)[0] == COMMITTED - SPLIT_BARRIERS
 
@@ -223,21 +227,20 @@ def test_a_record_whose_digests_another_host_took_is_migrated_since_a_revision_i
     source = tree / "kernels/cupy/13_split_barriers.cu"
     source.write_text(source.read_text().replace("barrier_arrive_copies", "copies_arrive"))
 
-    def migrate(*args):
-        done = subprocess.run([sys.executable, "-m", "gemmbench", "tuning-migrate", *args], cwd=tree,
-                              capture_output=True, text=True, timeout=None,
-                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)})
+    def said(*args):
+        done = migrate(tree, *args)
         return done.stdout + done.stderr
 
-    said = migrate()
-    assert "13_split_barriers/fp32.json: stale; its code digests were taken by nvrtc 0.0" in said, said
-    assert "--since" in said and check(tree)[0] == COMMITTED - SPLIT_BARRIERS
-    said = migrate("--since", "HEAD")
-    assert "13_split_barriers/fp32.json: migrated: every class winner compiles here to the same code at HEAD" in said
+    said_now = said()
+    assert "13_split_barriers/fp32.json: stale; its code digests were taken by nvrtc 0.0" in said_now, said_now
+    assert "--since" in said_now and check(tree)[0] == COMMITTED - SPLIT_BARRIERS
+    said_now = said("--since", "HEAD")
+    assert "13_split_barriers/fp32.json: migrated: every class winner compiles here to the same code at HEAD" in \
+        said_now
     assert check(tree) == (COMMITTED, [])
 
     subprocess.run(git + ["checkout", "--quiet", "--", "resources"], check=True)
     edit(source, "cp.async.mbarrier.arrive.noinc.shared", "cp.async.mbarrier.arrive.shared")  # another instruction
-    said = migrate("--since", "HEAD")
-    assert "13_split_barriers/fp32.json: stale: it did not stand at HEAD, or its winners' code changed" in said
+    said_now = said("--since", "HEAD")
+    assert "13_split_barriers/fp32.json: stale: it did not stand at HEAD, or its winners' code changed" in said_now
     assert check(tree)[0] == COMMITTED - SPLIT_BARRIERS

@@ -90,14 +90,18 @@ def _warptile_shape_check(p) -> str | None:
     return None
 
 
+def _buffered_check(p, buffers: int) -> str | None:
+    """`buffers` shared buffers of each operand, rows padded by 4 floats, in static shared memory (at most 48 KiB in
+    Numba)."""
+    return _warptile_shape_check(p) or static_smem(buffers * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
+
+
 def _warptile_check(p) -> str | None:
-    """Two shared buffers of each operand, rows padded by 4 floats."""
-    return _warptile_shape_check(p) or static_smem(2 * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
+    return _buffered_check(p, 2)
 
 
 def _cp_async_check(p) -> str | None:
-    """STAGES shared buffers of each operand (static shared memory: at most 48 KiB in Numba)."""
-    return _warptile_shape_check(p) or static_smem(p["STAGES"] * p["BK"] * (p["BM"] + 4 + p["BN"] + 4))
+    return _buffered_check(p, p["STAGES"])
 
 
 WARPTILE_DEFAULTS = {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WMITER": 2, "WNITER": 2, "TM": 4, "TN": 4,
