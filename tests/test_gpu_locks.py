@@ -1,5 +1,6 @@
 """GPU pinning on a box with several GPUs, with fake devices: each job gets a GPU of its own, never a shared one."""
 import multiprocessing
+import os
 import time
 
 from gemmbench.run import gpus
@@ -144,6 +145,47 @@ def test_a_timed_stretch_waits_while_a_context_is_made_and_holds_new_ones_off(tm
         ended = time.monotonic()
     assert results.get(timeout=30)[1] >= ended
     for process in (maker, other, blocked):
+        process.join(timeout=10)
+
+
+def test_contexts_that_come_while_a_timed_stretch_waits_go_after_it(tmp_path, monkeypatch):
+    """A stream of contexts made one after another (a run's first builds) would hold the shared lock without a gap;
+    one that comes while a timing waits for the lock goes after the timing."""
+    import fcntl
+    import threading
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    first = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 2.0, results))
+    first.start()
+    assert results.get(timeout=30)[0] == "made"
+    timed = threading.Event()
+    entered = []
+
+    def timing():
+        with gpus.quiet(exclusive=True, lock_dir=tmp_path):
+            entered.append(time.monotonic())
+            timed.set()
+            time.sleep(0.2)
+    timer = threading.Thread(target=timing)
+    timer.start()
+    turnstile = os.open(tmp_path / f"{gpus.lock_name(DEVICES[0])}.quiet-turnstile", os.O_RDONLY | os.O_CREAT)
+    looked = time.monotonic()
+    while not timed.is_set() and time.monotonic() - looked < 0.5:  # until the timing waits at the turnstile
+        try:
+            fcntl.flock(turnstile, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            time.sleep(0.001)
+        except BlockingIOError:
+            break
+    os.close(turnstile)
+    later = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 0, results))
+    later.start()
+    made = [t for what, t in (results.get(timeout=30) for _ in range(3)) if what == "made"]
+    timer.join(timeout=30)
+    assert len(made) == 1 and made[0] >= entered[0]
+    for process in (first, later):
         process.join(timeout=10)
 
 

@@ -195,6 +195,23 @@ def test_warm_up_goes_on_until_a_power_capped_clock_has_settled(monkeypatch):
     assert timing.settle(no_telemetry, lambda: runs.append(1)) == 0 and not runs  # a CPU
 
 
+def test_a_warm_up_that_spans_a_settling_window_counts_as_the_first():
+    long_kernel = lambda: __import__("time").sleep(timing.SETTLE_WINDOW_S)  # noqa: E731
+    steady, runs = PowerCappedBackend(drop=0), []
+    with steady.watch() as warming:
+        steady.host_time(long_kernel)
+    assert timing.settle(steady, lambda: runs.append(1), warming) == 0 and not runs  # no slowdown seen: no launch
+    capped, runs = PowerCappedBackend(drop=40), []
+    with capped.watch() as warming:
+        capped.host_time(long_kernel)
+    assert timing.settle(capped, lambda: runs.append(1), warming) > 0 and runs  # slowed down: watched on
+    short, runs = PowerCappedBackend(drop=0), []
+    with short.watch() as warming:
+        short.host_time(lambda: None)
+    timing.settle(short, lambda: runs.append(1), warming)
+    assert runs  # a warm-up shorter than a window: one window of launches
+
+
 def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not():
     class Batching(CountingBackend):
         def device_time(self, run, launches=1):

@@ -20,10 +20,13 @@ extern "C" __global__ void fill_bf16(unsigned short* x, unsigned long long n, un
         x[i] = (unsigned short)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
     }
 }
-extern "C" __global__ void signs(double* x, unsigned long long n, unsigned long long key) {
+// x of random signs, and `ones` written anew for each test (a scratch vector the harness reuses)
+extern "C" __global__ void signs(double* x, double* ones, unsigned long long n, unsigned long long key) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-         i += (unsigned long long)gridDim.x * blockDim.x)
+         i += (unsigned long long)gridDim.x * blockDim.x) {
         x[i] = (mix(key ^ (i * 0xD6E8FEB86659FD93ull)) & 1) ? 1.0 : -1.0;
+        ones[i] = 1.0;
+    }
 }
 template <typename T> __device__ __forceinline__ double wide(T v);
 template <> __device__ __forceinline__ double wide<float>(float v) { return v; }

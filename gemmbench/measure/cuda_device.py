@@ -39,6 +39,7 @@ class CudaBackend(Backend):
         self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
         self._blocker = cupy.RawKernel((HERE / "cuda_blocking.cu").read_text(), "block_stream")
         self._checks = cupy.RawModule(code=(HERE / "cuda_checks.cu").read_text(), options=("-std=c++17",))
+        self._functions, self._vectors = {}, {}
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
         device = cupy.cuda.Device()
         self._sms = device.attributes["MultiProcessorCount"]
@@ -52,38 +53,57 @@ class CudaBackend(Backend):
     def _grid(self, n: int, threads: int = 256) -> tuple:
         return (min(max(1, -(-n // threads)), 8 * self._sms),), (threads,)
 
+    def _function(self, name: str):
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self._checks.get_function(name)
+        return function
+
+    def _vector(self, name: str, n: int):
+        """A float64 scratch vector, reused: every use is queued on self.stream, in order, and read before the next
+        use of its name overwrites it."""
+        vector = self._vectors.get((name, n))
+        if vector is None:
+            vector = self._vectors[name, n] = self.cupy.empty(n, dtype=self.cupy.float64)
+        return vector
+
     def fill_random(self, x, key: int) -> None:
         name = "fill_f32" if x.dtype == self.cupy.float32 else "fill_bf16"
-        self._checks.get_function(name)(*self._grid(x.size), (x, np.uint64(x.size), np.uint64(key)),
-                                         stream=self.stream)
+        self._function(name)(*self._grid(x.size), (x, np.uint64(x.size), np.uint64(key)), stream=self.stream)
 
-    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
-        x = self.cupy.empty(n, dtype=self.cupy.float64)
-        self._checks.get_function("signs")(*self._grid(n), (x, np.uint64(n), np.uint64(key)), stream=self.stream)
-        z, s2 = x, self.cupy.ones(n, dtype=self.cupy.float64)
-        for m in reversed(operands):
-            z, s2 = self._matvec2(m, z, s2)
+    def project_inputs(self, operands: list, n: int, key: int, reuse: tuple | None = None) -> tuple:
+        # reused vectors: a sample's allocations cost host time, which short kernels' accounting is made of
+        x, z, s2 = reuse or (self.cupy.empty(n, dtype=self.cupy.float64), None, None)
+        v, w = x, self._vector("ones", n)
+        self._function("signs")(*self._grid(n), (x, w, np.uint64(n), np.uint64(key)), stream=self.stream)
+        for step, m in enumerate(reversed(operands)):
+            rows = m.shape[0]
+            if step == len(operands) - 1:  # the last product is this launch's to keep until its output is tested
+                z = z if z is not None else self.cupy.empty(rows, dtype=self.cupy.float64)
+                s2 = s2 if s2 is not None else self.cupy.empty(rows, dtype=self.cupy.float64)
+                self._matvec2(m, v, w, z, s2)
+            else:
+                v, w = self._matvec2(m, v, w, self._vector(f"z{step}", rows), self._vector(f"s{step}", rows))
         return x, z, s2
 
     def project_output(self, out, projected: tuple, into) -> None:
         x, z, s2 = projected
-        y, _ = self._matvec2(out, x, x)
-        self._checks.get_function("residuals")((1,), (1024,), (y, z, s2, np.int64(len(y)), into), stream=self.stream)
+        rows = out.shape[0]
+        y, _ = self._matvec2(out, x, x, self._vector("y", rows), self._vector("y2", rows))
+        self._function("residuals")((1,), (1024,), (y, z, s2, np.int64(len(y)), into), stream=self.stream)
 
-    def _matvec2(self, m, v, w):
-        """(m·v, (m∘m)·w) in float64."""
-        cupy = self.cupy
+    def _matvec2(self, m, v, w, mv, m2w):
+        """(m·v, (m∘m)·w) in float64, into mv and m2w."""
         rows, cols = m.shape
-        mv, m2w = cupy.empty(rows, dtype=cupy.float64), cupy.empty(rows, dtype=cupy.float64)
-        name = "matvec2_f32" if m.dtype == cupy.float32 else "matvec2_bf16"
-        self._checks.get_function(name)((-(-rows * 32 // 256),), (256,),
-                                         (m, np.int64(rows), np.int64(cols), v, w, mv, m2w), stream=self.stream)
+        name = "matvec2_f32" if m.dtype == self.cupy.float32 else "matvec2_bf16"
+        self._function(name)((-(-rows * 32 // 256),), (256,), (m, np.int64(rows), np.int64(cols), v, w, mv, m2w),
+                             stream=self.stream)
         return mv, m2w
 
     def digest(self, x, salt: int) -> int:
         words = x.reshape(-1).view(self.cupy.uint32)
         into = self.cupy.zeros(1, dtype=self.cupy.uint64)
-        self._checks.get_function("digest")(*self._grid(words.size), (words, np.uint64(words.size), np.uint64(salt),
+        self._function("digest")(*self._grid(words.size), (words, np.uint64(words.size), np.uint64(salt),
                                                                         into), stream=self.stream)
         return int(into.get(stream=self.stream)[0])
 

@@ -136,10 +136,11 @@ class Backend:
         else:
             x[...] = bf16_bits(np, rng.random(x.shape, dtype=np.float32) * 2 - 1)
 
-    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
+    def project_inputs(self, operands: list, n: int, key: int, reuse: tuple | None = None) -> tuple:
         """The inputs' half of Freivalds' test, queued before the launch (a variant that then writes its inputs
         cannot make its output agree): x of random signs from `key` (n: the output's columns), z = A·(B·x) along the
-        chain of operands (A·B, or A0·B0·B1) and s2 = A²·(B²·1), in float64."""
+        chain of operands (A·B, or A0·B0·B1) and s2 = A²·(B²·1), in float64. `reuse`: an earlier result of the same
+        shapes, whose arrays may be written (a GPU's are)."""
         x = np.random.Generator(np.random.Philox(key)).integers(0, 2, n) * 2.0 - 1.0
         z, s2 = x, np.ones_like(x)
         for m in reversed(operands):
@@ -291,6 +292,7 @@ class ClockWatch:
 
     def __init__(self, read, interval_s: float = 0.01):
         self.read, self.interval_s, self.reads = read, interval_s, []
+        self.seconds = 0.0  # how long the window was open
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True) if read else None
 
@@ -301,11 +303,13 @@ class ClockWatch:
                 break
 
     def __enter__(self) -> "ClockWatch":
+        self._opened = time.perf_counter()
         if self._thread:
             self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self._opened
         if self._thread:
             self._stop.set()
             self._thread.join()

@@ -59,7 +59,8 @@ class Set:
         self.keys = [draws.getrandbits(64) for _ in self.operands]
         for x, key in zip(self.operands, self.keys):
             backend.fill_random(x, key)
-        self.projected = backend.project_inputs(self.operands, self.out.shape[-1], draws.getrandbits(64))
+        self.projected = backend.project_inputs(self.operands, self.out.shape[-1], draws.getrandbits(64),
+                                                self.projected)
         self.out.fill(backend.xp.nan)
 
 

@@ -105,15 +105,22 @@ SETTLE_MAX_S = 5.0  # a clock that keeps moving for this long is sampled as it i
 SETTLE_CLOCK_REL = 0.01  # two windows whose mean SM clocks are this close: the clock has settled
 
 
-def settle(backend, run) -> float:
+def settle(backend, run, before=None) -> float:
     """Warm-up continued while the device is still slowing down under this kernel's own load. A power-capped GPU
     lowers its clock over a second or more once a heavier kernel starts, so samples taken meanwhile depend on what
     ran before (the last point's kernel). Windows of SETTLE_WINDOW_S of launches, each watched, until one shows no
     power or thermal slowdown, or its mean SM clock is within SETTLE_CLOCK_REL of the window before, or SETTLE_MAX_S
-    has passed. Returns the seconds spent (0 without telemetry: a CPU)."""
+    has passed. `before`: the watch over this kernel's launches just before (the warm-up), which counts as the
+    first window where it spans SETTLE_WINDOW_S (a long kernel's warm-up does: nothing more to launch where it saw no
+    slowdown). Returns the seconds spent (0 without telemetry: a CPU)."""
     if not backend.telemetry():
         return 0.0
     start, previous = time.perf_counter(), None
+    if before is not None and before.seconds >= SETTLE_WINDOW_S:
+        clocks = before.summary()
+        if not clocks.get("slowdown"):
+            return 0.0
+        previous = clocks["sm_clock_mean_mhz"]
     while True:
         with backend.watch() as window:
             began = time.perf_counter()

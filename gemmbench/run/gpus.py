@@ -127,6 +127,18 @@ QUIET_WAIT_S = 120.0  # the longest a process waits for its GPU's quiet lock bef
 QUIET_POLL_S = 0.005
 
 
+def _take(fd: int, operation: int, since: float) -> float | None:
+    """Seconds from `since` until the flock `operation` was taken, or None once QUIET_WAIT_S has passed."""
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return time.perf_counter() - since
+        except BlockingIOError:
+            if time.perf_counter() - since > QUIET_WAIT_S:
+                return None
+            time.sleep(QUIET_POLL_S)
+
+
 @contextlib.contextmanager
 def quiet(exclusive: bool, lock_dir: Path | None = None):
     """The GPU this process is pinned to kept free of CUDA contexts being made or destroyed while the block runs:
@@ -136,24 +148,25 @@ def quiet(exclusive: bool, lock_dir: Path | None = None):
     (reports/examples/h100-slow-samples/slow-samples-diagnosis.jsonl). A timed stretch holds the lock exclusively; a
     worker holds it shared while it makes or destroys its context. Yields the seconds waited, or None where the
     lock was not taken: not pinned to one GPU, or still held by others after QUIET_WAIT_S (the block runs
-    anyway)."""
+    anyway).
+
+    A turnstile (a second lock) keeps a stream of contexts from starving the timing: a timed stretch takes it while
+    it waits, and a context passes through it before it takes its shared hold, so contexts that come after a timed
+    stretch began to wait go after it, and those that came before go first."""
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if not device or "," in device:
         yield None
         return
-    fd = locks.open_lock(_lock_dir(lock_dir) / f"{lock_name(device)}.quiet", 0o666)
+    directory = _lock_dir(lock_dir)
+    fd = locks.open_lock(directory / f"{lock_name(device)}.quiet", 0o666)
+    turnstile = locks.open_lock(directory / f"{lock_name(device)}.quiet-turnstile", 0o666)
     try:
         start = time.perf_counter()
-        while True:
-            try:
-                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-                waited = time.perf_counter() - start
-                break
-            except BlockingIOError:
-                if time.perf_counter() - start > QUIET_WAIT_S:
-                    waited = None
-                    break
-                time.sleep(QUIET_POLL_S)
+        waited = _take(turnstile, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+        if waited is not None:
+            waited = _take(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield waited
     finally:
+        os.close(turnstile)
         os.close(fd)

@@ -65,9 +65,14 @@ def _backend(device: str):
     """One backend (streams, timing kernels, scratch) per device and process: a resident worker's tasks share it."""
     if device not in _backends:
         before = guard.native_threads()
-        # a context made while another process times kernels on this GPU would stall them (gpus.quiet)
-        with gpus.quiet(exclusive=False) if device == "cuda" else contextlib.nullcontext():
-            _backends[device] = _create(device)
+        if device == "cuda":
+            # a context made while another process times kernels on this GPU would stall them (gpus.quiet); only
+            # its making waits (cudaFree(0) makes it), the backend's modules and buffers load into it after
+            with gpus.quiet(exclusive=False):
+                import cupy
+
+                cupy.cuda.runtime.free(0)
+        _backends[device] = _create(device)
         HARNESS_THREADS.update(guard.native_threads() - before)
         if device == "cuda":
             total = _backends[device].xp.cuda.Device().mem_info[1]
