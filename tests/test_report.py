@@ -528,8 +528,9 @@ def test_every_figure_of_the_h100_example_shows_what_it_draws():
 
 
 def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
-    """The GPU's serial path: the tune and measure jobs' walls (Snakemake's benchmark files), the measure jobs' split
-    by what their rows say; what the rows do not account for is the jobs' overhead; the builds are the CPU's."""
+    """The GPU's serial path: the searches' tune jobs and the measure jobs' walls (Snakemake's benchmark files), the
+    measure jobs' split by what their rows say; what the rows do not account for is the jobs' overhead; the builds,
+    and the tune jobs that reuse a record (they ask for no GPU), are the CPU's."""
     for job, seconds in {"tune/h100/cupy/a/fp32": 5.0, "tune_compile/h100/cupy/a/fp32": 4.0,
                          "tune/h100/cupy/b/fp32": 0.5, "measure/cupy/a/fp32": 30.0, "measure/cupy/b/fp32": 20.0,
                          "build/cupy/a/fp32": 7.0, "aggregate/aggregate": 2.0}.items():
@@ -556,12 +557,12 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "checks": 4,
                                  "refused": 'class 8192: {"G": 16} at 16384x16384x16384 ran at 71% of {"G": 8}',
                                  "compile_s": 4.0, "gpu_s": 5.0}]
-    assert time["gpu_path"] == {"tune": 5.5, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
+    assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
                                 "warm-up": 2.0, "lock wait": 0.5, "validation": 6.0, "fp64 reference": 4.0,
                                 "job overhead": 50.0 - 35.5}
-    assert time["cpu"] == {"tune_compile": 4.0, "build": 7.0, "aggregate": 2.0}
+    assert time["cpu"] == {"tune_compile": 4.0, "build": 7.0, "aggregate": 2.0, time_spent.REUSED: 0.5}
     html = report.time_view(time)
-    assert html["total"] == "55.5" and html["searches"][0]["compile_s"] == "4.0"
+    assert html["total"] == "55.0" and html["searches"][0]["compile_s"] == "4.0"
     assert [p["part"] for p in html["parts"]][:2] == ["tune", "kernel"]
     assert abs(sum(p["share"] for p in html["parts"]) - 100) < 1e-9
     assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None

@@ -61,13 +61,20 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
     if walls.empty:
         return None
     by_stage = walls.groupby("stage")["wall_s"].sum()
-    gpu = {"tune": float(by_stage.get("tune", 0.0)),
-           **measure_parts(summary, validation, float(by_stage.get("measure", 0.0))),
+    found = searches(walls, tuned) if tuned else []
+    tune = float(by_stage.get("tune", 0.0))
+    # a tune job that reuses a record asks for no GPU: only the searches' jobs are on the GPU's path
+    searched = sum(s["gpu_s"] or 0.0 for s in found) if tuned else tune
+    gpu = {"tune": searched, **measure_parts(summary, validation, float(by_stage.get("measure", 0.0))),
            "profile": float(by_stage.get("profile_variant", 0.0))}
-    return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0},
-            "cpu": {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage},
-            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(),
-            "searches": searches(walls, tuned) if tuned else []}
+    cpu = {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage}
+    if tune - searched > 0:
+        cpu[REUSED] = tune - searched
+    return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0}, "cpu": cpu,
+            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(), "searches": found}
+
+
+REUSED = "tune (records reused)"
 
 
 def of_run(summary: pd.DataFrame, validation: pd.DataFrame, results: Path) -> dict | None:
