@@ -148,22 +148,6 @@ def test_a_timed_stretch_waits_while_a_context_is_made_and_holds_new_ones_off(tm
         process.join(timeout=10)
 
 
-def test_contexts_on_one_gpu_are_made_one_at_a_time(tmp_path):
-    """A dozen workers that start together would hold the shared lock together, and a timing would wait for all of
-    them; one at a time, it waits for the one being made."""
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    first = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 1.0, results))
-    first.start()
-    assert results.get(timeout=30)[0] == "made"
-    second = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 0, results))
-    second.start()
-    events = [results.get(timeout=30) for _ in range(3)]
-    assert [what for what, _ in events] == ["done", "made", "done"] and events[1][1] >= events[0][1]
-    for process in (first, second):
-        process.join(timeout=10)
-
-
 def test_contexts_that_come_while_a_timed_stretch_waits_go_after_it(tmp_path, monkeypatch):
     """A stream of contexts made one after another (a run's first builds) would hold the shared lock without a gap;
     one that comes while a timing waits for the lock goes after the timing."""

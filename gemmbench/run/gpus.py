@@ -150,29 +150,23 @@ def quiet(exclusive: bool, lock_dir: Path | None = None):
     lock was not taken: not pinned to one GPU, or still held by others after QUIET_WAIT_S (the block runs
     anyway).
 
-    A timed stretch waits for at most the context being made now: contexts are made one at a time (a run's first
-    builds start a dozen workers at once, which held the shared lock together for seconds), and a turnstile that a
-    waiting timed stretch holds stops the contexts that come after it."""
+    A turnstile (a second lock) keeps a stream of contexts from starving the timing: a timed stretch takes it while
+    it waits, and a context passes through it before it takes its shared hold, so contexts that come after a timed
+    stretch began to wait go after it, and those that came before go first."""
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if not device or "," in device:
         yield None
         return
     directory = _lock_dir(lock_dir)
-    opened = [locks.open_lock(directory / f"{lock_name(device)}.{name}", 0o666)
-              for name in ("quiet", "quiet-turnstile", "quiet-making")]
-    fd, turnstile, making = opened
+    fd = locks.open_lock(directory / f"{lock_name(device)}.quiet", 0o666)
+    turnstile = locks.open_lock(directory / f"{lock_name(device)}.quiet-turnstile", 0o666)
     try:
         start = time.perf_counter()
-        if exclusive:
-            waited = _take(turnstile, fcntl.LOCK_EX, start)
-            waited = waited if waited is None else _take(fd, fcntl.LOCK_EX, start)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        else:
-            waited = _take(turnstile, fcntl.LOCK_SH, start)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-            waited = waited if waited is None else _take(making, fcntl.LOCK_EX, start)
-            waited = waited if waited is None else _take(fd, fcntl.LOCK_SH, start)
+        waited = _take(turnstile, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+        if waited is not None:
+            waited = _take(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield waited
     finally:
-        for lock in opened:
-            os.close(lock)
+        os.close(turnstile)
+        os.close(fd)
