@@ -121,14 +121,20 @@ def _make_context(lock_dir, device, hold_s, results):
     results.put(("done", time.monotonic()))
 
 
-def test_a_timed_stretch_waits_while_a_context_is_made_and_holds_new_ones_off(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
-    # spawned, not forked: a forked child would share the lock that its parent holds
+def _held_context(tmp_path, hold_s: float):
+    """(the spawn context, its result queue, a process that makes a context on DEVICES[0] and holds it for `hold_s`),
+    once it holds it. Spawned, not forked: a forked child would share the lock that its parent holds."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    maker = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 0.5, results))
+    maker = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], hold_s, results))
     maker.start()
     assert results.get(timeout=30)[0] == "made"
+    return context, results, maker
+
+
+def test_a_timed_stretch_waits_while_a_context_is_made_and_holds_new_ones_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
+    context, results, maker = _held_context(tmp_path, 0.5)
     with gpus.quiet(exclusive=True, lock_dir=tmp_path) as waited:
         timed_at = time.monotonic()
         done_at = results.get(timeout=30)[1]
@@ -155,11 +161,7 @@ def test_contexts_that_come_while_a_timed_stretch_waits_go_after_it(tmp_path, mo
     import threading
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", DEVICES[0])
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    first = context.Process(target=_make_context, args=(tmp_path, DEVICES[0], 2.0, results))
-    first.start()
-    assert results.get(timeout=30)[0] == "made"
+    context, results, first = _held_context(tmp_path, 2.0)
     timed = threading.Event()
     entered = []
 
