@@ -294,6 +294,22 @@ def test_a_worker_killed_for_memory_is_oom_and_other_deaths_are_errors(code, oom
     assert row["status"] == status and says in row["message"] and "last words" in row["message"]
 
 
+def test_a_resident_workers_crash_is_named_from_its_log_even_where_its_end_is_a_list_of_modules(tmp_path):
+    """A worker that an earlier job started: its exit status is not this job's to read, but faulthandler's first
+    line names the signal, and the tail of the log keeps that line where its list of extension modules fills the
+    end."""
+    from gemmbench.run.supervise import _stderr_tail, exit_failure
+
+    log = tmp_path / "worker.log"
+    log.write_text("an earlier task's lines\nFatal Python error: Segmentation fault\n\nCurrent thread:\n"
+                   + "Extension modules: " + ", ".join(f"module{i}" for i in range(400)) + "\n")
+    stderr = _stderr_tail(log)
+    assert stderr.startswith("Fatal Python error: Segmentation fault ... ") and stderr.endswith("module399")
+    row = exit_failure(None, False, stderr)
+    assert row["status"] == "error" and "killed by a signal: Segmentation fault" in row["message"]
+    assert "not known here" in exit_failure(None, False, "no words")["message"]
+
+
 @pytest.mark.parametrize("exc", [
     MemoryError(),
     RuntimeError("[CUDA_ERROR_OUT_OF_MEMORY] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY"),  # Numba

@@ -66,17 +66,23 @@ def exit_failure(code: int | None, oom_killed: bool, stderr: str) -> dict:
         return {"status": "oom", "message": "worker killed by the kernel's OOM killer (the cgroup's oom_kill count "
                                             f"rose meanwhile): {stderr}"}
     if code is None:
-        return {"status": "error", "message": f"resident worker exited (an earlier job started it, so its exit "
-                                              f"status is not known here): {stderr}"}
+        fatal = re.search(r"Fatal Python error: ([A-Za-z -]+)", stderr)  # faulthandler's first line names the signal
+        how = f"killed by a signal: {fatal.group(1).strip()}, as its log says" if fatal else \
+            "an earlier job started it, so its exit status is not known here"
+        return {"status": "error", "message": f"resident worker exited ({how}): {stderr}"}
     how = f"killed by signal {-code}" if code < 0 else "crash"
     return {"status": "error", "message": f"worker exited with code {code} ({how}): {stderr}"}
 
 
 def _stderr_tail(path: Path, start: int = 0, limit: int = 1500) -> str:
-    """The end of a worker's stderr log, from byte `start` (where the current task's part begins)."""
+    """The end of a worker's stderr log, from byte `start` (where the current task's part begins), after the line
+    that says why Python died where the end leaves it out (faulthandler's list of modules can fill the end)."""
     with open(path, errors="replace") as text:
         text.seek(start)
-        return text.read().strip()[-limit:]
+        part = text.read().strip()
+    fatal = re.search(r"^Fatal Python error: .*$", part, re.MULTILINE)
+    tail = part[-limit:]
+    return f"{fatal.group(0)} ... {tail}" if fatal and fatal.start() < len(part) - len(tail) else tail
 
 
 def _worker(*args: str, wrap=(), **popen) -> subprocess.Popen:
