@@ -281,7 +281,8 @@ def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expec
 
 class Sittings:
     """The sittings of one class's search (candidates measured, seconds), in work_dir/sittings.json, carried over
-    from the committed result that seeded it; the current one is written after every round."""
+    from the committed result that seeded it; the current one is written after every round, and as the record has
+    it when the class's search ends."""
 
     def __init__(self, work_dir: Path, committed: dict | None):
         self.work_dir, self.path = work_dir, work_dir / "sittings.json"
@@ -305,4 +306,6 @@ class Sittings:
 
     def summary(self) -> dict:
         sittings = self.all()
+        if self.candidates:  # the file a rerun resumes from says what the record says
+            write_json(self.path, sittings)
         return {"tune_s": round(sum(s["seconds"] for s in sittings), 1), "sittings": sittings}
