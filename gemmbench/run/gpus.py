@@ -161,10 +161,10 @@ def quiet(exclusive: bool, lock_dir: Path | None = None):
     fd = locks.open_lock(directory / f"{lock_name(device)}.quiet", 0o666)
     turnstile = locks.open_lock(directory / f"{lock_name(device)}.quiet-turnstile", 0o666)
     try:
-        start = time.perf_counter()
-        waited = _take(turnstile, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+        start, operation = time.perf_counter(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        waited = _take(turnstile, operation, start)
         if waited is not None:
-            waited = _take(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, start)
+            waited = _take(fd, operation, start)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield waited
     finally:
