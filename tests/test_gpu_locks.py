@@ -3,6 +3,8 @@ import multiprocessing
 import os
 import time
 
+import pytest
+
 from gemmbench.run import gpus
 
 DEVICES = ["GPU-fake-0", "GPU-fake-1"]
@@ -66,6 +68,25 @@ def test_pinning_sets_the_workers_gpu_and_respects_a_given_one(monkeypatch, tmp_
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the user's choice of several: handed out among them
     with gpus.pinned("cuda") as first, gpus.pinned("cuda") as second:
         assert [first, second] == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
+
+
+def test_the_tasks_of_a_block_holding_the_processes_gpu_run_there_without_claiming_it_again(monkeypatch, tmp_path):
+    """A variant's own search holds its GPU and sets it for its workers; each round's tasks pin again. On a box of
+    one GPU that claim waited for the search itself, for ever (MetaSchedule's seeded search on an H200)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(gpus, "uuids", lambda: DEVICES[:1])
+    monkeypatch.setattr(gpus, "LOCK_DIR", tmp_path)
+
+    def waits(_):
+        raise AssertionError("the task waited for a GPU its own process holds")
+    monkeypatch.setattr(gpus.time, "sleep", waits)
+    with gpus.pinned("cuda") as search, gpus.environment(search):
+        with gpus.pinned("cuda") as task:
+            assert task == search == {"CUDA_VISIBLE_DEVICES": DEVICES[0]}
+    assert not gpus.HELD
+    with gpus.pinned("cuda"), pytest.raises(AssertionError, match="waited"):  # another job of one process still waits
+        with gpus.pinned("cuda"):
+            pass
 
 
 def test_a_gpu_named_by_index_or_by_uuid_is_one_lock_whoever_names_it(monkeypatch, tmp_path):

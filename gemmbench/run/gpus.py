@@ -20,6 +20,7 @@ log = logging.getLogger("gemmbench")
 
 # Per box, not per checkout or per TMPDIR: two runs (or two users) on one box must find the same locks.
 LOCK_DIR = Path("/tmp/gemmbench-gpu-locks")
+HELD: set[str] = set()  # the lock names of the GPUs this process holds (claim), while it holds them
 
 
 def _lock_dir(lock_dir: Path | None) -> Path:
@@ -73,9 +74,12 @@ def claim(devices: list[str], lock_dir: Path | None = None, poll_s: float = 0.5,
     while True:
         held = locks.first_free(_lock_dir(lock_dir) / f"{lock_name(name)}.lock" for name in names or devices)
         if held:
+            name = (names or devices)[held[0]]
+            HELD.add(name)
             try:
                 yield devices[held[0]]
             finally:
+                HELD.discard(name)
                 os.close(held[1])
             return
         if not waiting:
@@ -115,10 +119,13 @@ def pinned(device: str, exclusive: bool = True):
         log.warning("NVML lists no GPU: the job is not pinned to one")
         yield {}
         return
-    if not exclusive:
+    names = lock_names(found, known)
+    if not exclusive or (given is not None and len(found) == 1 and names[0] in HELD):
+        # a build shares the first GPU; the tasks of a block that holds this process's GPU and set it for its workers
+        # (a search of a variant's own, whose rounds run tasks) run there: claiming it again would wait for itself
         yield {"CUDA_VISIBLE_DEVICES": found[0]}
         return
-    with claim(found, names=lock_names(found, known)) as gpu:
+    with claim(found, names=names) as gpu:
         log.info("running on GPU %s", gpu)
         yield {"CUDA_VISIBLE_DEVICES": gpu}
 
