@@ -26,8 +26,9 @@ def params_for(file: str) -> dict:
 
 
 def source_for(file: str, shape, params=None) -> tuple[str, object]:
-    sch = variants.scheduled(file, params or params_for(file), shape, SM90)
-    return variants.cuda_source(sch, SM90), sch
+    params = params or params_for(file)
+    sch = variants.scheduled(file, params, shape, SM90)
+    return variants.cuda_source(sch, SM90, variants.pass_config(file, params)), sch
 
 
 def run_on_cpu(sch, shape, target) -> None:
@@ -134,18 +135,26 @@ RECIPE = variants.schedule_module("05_recipe.py")
 
 def test_the_recipe_is_rung_12s_in_tvms_generated_cuda():
     """What 05 states to TVM, as it comes out: A copied into shared memory transposed by 4-byte cp.async (lanes
-    along k, k rows 4 floats longer than the tile), B by cp.async, STAGES - 1 tiles in flight, each k-step's
+    along k, k rows 4 floats longer than the tile), B by 16-byte cp.async, STAGES - 1 tiles in flight, each k-step's
     fragments read as float4s (2 of A and 4 of B a thread), 8×16 accumulators, float4 stores of the output."""
     p = RECIPE.DEFAULTS
     source, sch = source_for("05_recipe.py", (4096, 4096, 4096))
     assert variants.launch_dims(sch) == ((4096 // p["BM"] * 4096 // p["BN"], 1, 1), (256, 1, 1))
-    copies = re.findall(r"ptx_cp_async_legacy_ca_4_4_4\((\w+)_shared_ptr, \(*(.*?)\), \w+_ptr", source)
-    assert {name for name, _ in copies} == {"A", "B"}
-    assert any(name == "A" and "* 260)" in index for name, index in copies)  # the transposed row's stride
+    copies = re.findall(r"ptx_cp_async_legacy_(\w+)\((\w+)_shared_ptr, \(*(.*?)\), \w+_ptr", source)
+    assert {(kind, name) for kind, name, _ in copies} == {("ca_4_4_4", "A"), ("cg_16_4_4", "B")}
+    assert any(name == "A" and "* 260)" in index for _, name, index in copies)  # the transposed row's stride
     assert f"cp.async.wait_group {p['STAGES'] - 1}" in source
     assert len(re.findall(r"\*\(float4\*\)\(A_shared_local_ptr[^=]*= \*\(float4\*\)\(A_shared_ptr", source)) > 0
     assert len(re.findall(r"\*\(float4\*\)\(B_shared_local_ptr[^=]*= \*\(float4\*\)\(B_shared_ptr", source)) > 0
     assert re.search(r"float C_local_ptr\[128\]", source) and "*(float4*)(C_ptr" in source
+
+
+@pytest.mark.parametrize("shape, b_copy", [((4096, 96, 8192), "pred_cg_16_4_4"), ((1000, 999, 1001), "pred_ca_4_4_4")],
+                         ids=str)
+def test_the_recipe_copies_b_by_float4s_only_where_its_rows_are_whole_float4s(shape, b_copy):
+    """B's 16-byte copies need 16-byte aligned rows: where n is not a multiple of 4, B is copied float by float."""
+    source, _ = source_for("05_recipe.py", shape)
+    assert set(re.findall(r"ptx_cp_async_legacy_(\w+)\(B(?:_pad)?_shared_ptr", source)) == {b_copy}
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (33, 65, 17), (1000, 999, 1001), (4096, 96, 8192)], ids=str)
@@ -157,7 +166,7 @@ def test_the_recipe_pads_any_shape_with_zero_filled_copies_and_covers_every_outp
     source, sch = source_for("05_recipe.py", shape)
     grid, block = variants.launch_dims(sch)
     assert block == (256, 1, 1) and grid[0] * p["BM"] * p["BN"] >= m * n
-    assert "ptx_cp_async_legacy_pred_ca_4_4_4(" in source and "*(float4*)(C_ptr" not in source
+    assert re.search(r"ptx_cp_async_legacy_pred_\w+\(", source) and "*(float4*)(C_ptr" not in source
 
 
 def test_every_point_of_the_recipes_space_is_scheduled():

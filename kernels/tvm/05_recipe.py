@@ -4,8 +4,11 @@ TVM's schedule language gets when it is told the recipe, piece by piece.
 - Block tile BM×BN×BK (256×128×8), warps of WM×WN, each warp WMITER×WNITER sub-tiles of 32 thread tiles TM×TN: a
   thread holds (WMITER·TM)×(WNITER·TN) accumulators (8×16), as rung 12 does.
 - A is copied into shared memory transposed (As[k][m]) by 4-byte cp.async, one element per copy, lanes along k; B as
-  it is, by 16-byte cp.async. STAGES k-tiles in flight (software_pipeline_stage on the k-tile loop, lowered to
-  cp.async with `tirx.use_async_copy`).
+  it is, by 16-byte cp.async (4-byte ones where B's rows are not whole float4s). STAGES k-tiles in flight
+  (software_pipeline_stage on the k-tile loop, lowered to cp.async with `tirx.use_async_copy`).
+- TVM's storage rewrite is off for this schedule (`pass_config`): it retypes a buffer whose every access is a float4
+  as a float4 array, and the cp.async injection then refuses B's 16-byte copies. B copied by 4-byte cp.async instead
+  cost the rung several points of cuBLAS (reports/examples/h200-tvm-recipe).
 - TensorIR caches rectangles of a buffer, and a thread's rows (columns) are WMITER (WNITER) runs of TM (TN) with a
   sub-tile between them. So the shared tiles are laid out with the sub-tile index outermost (As[k][wm][wy][r]): a
   thread's fragment of a k-step is then a rectangle, read as float4s (LDS.128). A's k rows are padded by 4 floats
@@ -38,6 +41,11 @@ DESCRIPTION = ("rung 12's recipe as a TensorIR schedule: 256×128×8 tiles, A tr
 
 def shared_floats(p: Mapping) -> int:
     return p["STAGES"] * p["BK"] * (p["BM"] + A_PAD + p["BN"])
+
+
+def pass_config(p: Mapping) -> dict:
+    """TVM's lowering options for this schedule, beside the family's (variants.PASS_CONFIG)."""
+    return {"tirx.disable_storage_rewrite": True}
 
 
 def check(p: Mapping) -> str | None:
@@ -103,7 +111,12 @@ def schedule(func, p: Mapping, target, bind: bool = True):
         if operand == 0:  # the stride of a k row
             kept = [name for name in layout.split() if extents[name] > 1]
             sch.storage_align(shared, 0, axis=kept.index("k"), factor=32, offset=A_PAD)
-        sch.bind(sch.split(fused, [None, threads])[1], "threadIdx.x")
+        if operand == 0:
+            sch.bind(sch.split(fused, [None, threads])[1], "threadIdx.x")
+        else:  # float4s along n (TVM copies them one float at a time where a row's bounds cut a float4)
+            _, thread, vector = sch.split(fused, [None, threads, VECTOR])
+            sch.bind(thread, "threadIdx.x")
+            sch.vectorize(vector)
         local = sch.reindex_cache_read(block, operand, "local", index_map)
         sch.compute_at(local, ki)
         sch.vectorize(sch.split(sch.get_loops(local)[-1], [None, VECTOR])[1])

@@ -82,21 +82,29 @@ def scheduled(file: str, params: Mapping, shape: tuple[int, int, int], target, b
 PASS_CONFIG = {"tirx.use_async_copy": True}
 
 
-def cuda_source(sch, target) -> str:
-    """The CUDA C++ that TVM generates for a scheduled matmul (no CUDA toolkit or GPU needed)."""
+def pass_config(file: str, params: Mapping) -> dict:
+    """TVM's lowering options for a schedule with `params`: the family's, and those its module asks for
+    (`pass_config(params)`, where it has one)."""
+    own = getattr(schedule_module(file), "pass_config", None)
+    return {**PASS_CONFIG, **(own(params) if own else {})}
+
+
+def cuda_source(sch, target, config: Mapping = PASS_CONFIG) -> str:
+    """The CUDA C++ that TVM generates for a scheduled matmul (no CUDA toolkit or GPU needed), lowered with
+    `config` (pass_config's)."""
     import tvm
 
-    with tvm.transform.PassContext(config=PASS_CONFIG):
+    with tvm.transform.PassContext(config=dict(config)):
         return str(tvm.compile(sch.mod, target=target).mod.imports[0].inspect_source())
 
 
-def dynamic_shared_bytes(sch, target) -> int:
+def dynamic_shared_bytes(sch, target, config: Mapping = PASS_CONFIG) -> int:
     """The bytes of dynamic shared memory TVM allocates for the scheduled kernel (its "shared.dyn" buffers, merged
     where their lifetimes do not overlap), which the launch must pass; 0 for a kernel of static shared memory."""
     import tvm
     from tvm import s_tir, tirx
 
-    with tvm.transform.PassContext(config=PASS_CONFIG):
+    with tvm.transform.PassContext(config=dict(config)):
         lowered = tirx.get_default_tir_pipeline(target)[0](tirx.transform.BindTarget(target)(sch.mod))
     return int(s_tir.analysis.calculate_allocated_bytes(lowered)["main"].get("shared.dyn", 0))
 
@@ -204,8 +212,9 @@ class Compiled:
         target = cuda_target(self.arch)
         sch = scheduled(self.file, self.params, shape, target, mode=self.mode)
         grid, block = launch_dims(sch)
-        source = cuda_source(sch, target)
-        shared_dyn = dynamic_shared_bytes(sch, target) if "buf_dyn_shmem" in source else 0
+        config = pass_config(self.file, self.params)
+        source = cuda_source(sch, target, config)
+        shared_dyn = dynamic_shared_bytes(sch, target, config) if "extern __shared__" in source else 0
         return self._keep(path, {"source": source, "grid": grid, "block": block, "shared_dyn": shared_dyn})
 
     def _cached(self, shape, suffix: str = ".json") -> Path | None:
