@@ -35,8 +35,9 @@ DEFAULTS = {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WMITER": 2, "WNI
 # What TVM's static shared memory (48 KiB) leaves of rung 12's space around cuBLAS's tile: the block's rows, the k
 # step, the stages in flight and the grouping of block rows.
 SPACE = {"BM": (128, 256), "BK": (8, 16), "STAGES": (2, 3), "GROUP": (4, 8, 16)}
-DESCRIPTION = ("rung 12's recipe as a TensorIR schedule: 256×128×8 tiles, A transposed by 4-byte cp.async, "
-               "pipelined k-tiles, float4 fragments double-buffered in registers, 8×16 outputs per thread")
+DESCRIPTION = ("rung 12's recipe as a TensorIR schedule: A transposed by 4-byte cp.async, B by 16-byte ones, "
+               "pipelined k-tiles, float4 fragments double-buffered in registers, 8×16 outputs per thread; tiles "
+               "tuned")
 
 
 def shared_floats(p: Mapping) -> int:
