@@ -109,10 +109,9 @@ def schedule(func, p: Mapping, target, bind: bool = True):
         order = [copy[name] for name in copy_order.split() if name in copy]
         sch.reorder(*order)
         fused = sch.fuse(*order)
-        if operand == 0:  # the stride of a k row
+        if operand == 0:  # one float a copy; the stride of a k row
             kept = [name for name in layout.split() if extents[name] > 1]
             sch.storage_align(shared, 0, axis=kept.index("k"), factor=32, offset=A_PAD)
-        if operand == 0:
             sch.bind(sch.split(fused, [None, threads])[1], "threadIdx.x")
         else:  # float4s along n (TVM copies them one float at a time where a row's bounds cut a float4)
             _, thread, vector = sch.split(fused, [None, threads, VECTOR])
