@@ -430,3 +430,43 @@ def test_a_candidates_accumulators_per_thread_are_its_block_tile_over_its_thread
     _, block = variants.launch_dims(METASCHEDULE.schedule(variants.matmul(256, 256, 256), params, SM90))
     tile_i, tile_j = block_tile(params)
     assert METASCHEDULE.accumulators(METASCHEDULE.tuned_trace(params)) * np.prod(block) == tile_i * tile_j
+
+
+def test_a_recipe_parameter_set_makes_metaschedules_variant_the_recipe_rungs_kernel():
+    """Where the recipe's set won the contest, 04 generates what 05 generates for that set (its lowering options
+    too: B's 16-byte copies need the recipe's storage rewrite off)."""
+    recipe = METASCHEDULE.recipe_sets()[0]
+    assert METASCHEDULE.check({**METASCHEDULE.DEFAULTS, "recipe": recipe}) is None
+    params = {**METASCHEDULE.DEFAULTS, "tuned_shape": [4096] * 3, "recipe": recipe}
+    assert variants.code("04_metaschedule.py", params, "fp32") == variants.code("05_recipe.py", recipe, "fp32")
+    refused = {**recipe, "STAGES": 3, "BK": 16}  # over TVM's 48 KiB of static shared memory
+    assert METASCHEDULE.check({**METASCHEDULE.DEFAULTS, "recipe": refused}) == METASCHEDULE.recipe().check(refused)
+    assert METASCHEDULE.recipe().check(refused) and refused not in METASCHEDULE.recipe_sets()
+
+
+def test_metaschedules_search_ends_in_a_contest_with_the_recipe_and_keeps_the_fastest(tmp_path):
+    """On a GPU target the search's last round times MetaSchedule's best records again beside every recipe set, in
+    one sitting: the variant's parameters are the fastest contender's, whichever schedule it comes from (a rerun
+    whose database stands for the trials holds the contest again, in its own sitting)."""
+    import logging
+
+    sets = METASCHEDULE.recipe_sets()
+    winner = sets[len(sets) // 2]
+    for recipe_wins in (True, False):
+        rounds = []
+
+        def measure(param_sets):  # made-up times: the search's logic, not a GPU, is under test
+            rounds.append(param_sets)
+            return [{"status": "ok", "message": "",
+                     "median_s": (0.5 if recipe_wins else 2.0) if p.get("recipe") == winner else
+                     1.5 if p.get("recipe") else 1.0 + i * 1e-3} for i, p in enumerate(param_sets)]
+
+        found = METASCHEDULE.search((256, 256, 256), SM90, 2, tmp_path, None, 0, logging.getLogger("test"), measure)
+        contest = rounds[-1]
+        metaschedule = [p for p in contest if not p["recipe"]]
+        assert len(metaschedule) == min(METASCHEDULE.CONTENDERS, len(found["records"])) and metaschedule
+        assert [p["recipe"] for p in contest if p["recipe"]] == sets and len(found["contest"]) == len(contest)
+        assert found["trials"] == 2 and len(rounds) == (2 if recipe_wins else 1)  # MetaSchedule's round, then none
+        assert found["params"] == ({**metaschedule[0], "recipe": winner, "trace": None} if recipe_wins
+                                   else metaschedule[0])
+        assert found["median_s"] == (0.5 if recipe_wins else 1.0)

@@ -10,7 +10,10 @@ worker (the harness's timing; a watchdog per candidate, so one that hangs or cra
 Tuning (`search`, called by the tune stage) runs MetaSchedule's evolutionary search for one square size class
 with a JSON database of its own. Rerunning counts the trials the database holds and runs only the rest, so a long
 tuning can be spread over several sittings; an empty database is seeded with a committed result's best records.
-The best record's trace is the variant's parameter set.
+The best record's trace is the variant's parameter set, unless the hand schedule beats it: the search ends with a
+contest in one sitting, MetaSchedule's best CONTENDERS records timed again beside every valid parameter set of the
+recipe rung (05_recipe.py), and the fastest is the variant's parameters ({"recipe": its set}). So the autotuner's row
+is never below the hand schedule's at its class size, and the record says which won (`contest`).
 
 `schedule` applies that trace to any shape: the iteration space is padded to whole tiles of the tuned block
 (pad_einsum; a reduction shorter than one k-tile to two of them), the trace is replayed with each axis's outermost
@@ -20,15 +23,21 @@ postprocessors run again on the new loops.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 from pathlib import Path
 from typing import Mapping
 
-DEFAULTS = {"trace": None, "tuned_shape": None}  # set by the tune stage: the best record's trace and its shape
+# Set by the tune stage: the best record's trace and its shape, or the recipe's parameter set where that won
+DEFAULTS = {"trace": None, "tuned_shape": None, "recipe": None}
 SPACE: dict = {}  # not the generic tuner's: MetaSchedule searches its own space (`search`)
-DESCRIPTION = "MetaSchedule-tuned (its CUDA space, evolutionary search, XGBoost cost model), trace moved to each shape"
+DESCRIPTION = ("MetaSchedule-tuned (its CUDA space, evolutionary search, XGBoost cost model), trace moved to each "
+               "shape; its best records contend with the recipe rung's parameter sets")
+RECIPE = "05_recipe.py"  # the hand schedule whose parameter sets contend with MetaSchedule's best
+USES = (RECIPE,)  # schedules this one applies: their sources are part of its code (variants.sources)
+CONTENDERS = 4  # MetaSchedule's best records timed again in the contest (their database times may be another sitting's)
 SEED_RECORDS = 32  # the best records a result keeps, to seed an empty database on another machine
 TRIALS_PER_ROUND = 64
 # Accumulators per thread beyond which a candidate is refused unmeasured: cuBLAS's FP32 kernel holds 128 (8×16) at
@@ -39,7 +48,30 @@ CUDA_LIMITS = {"max_shared_memory_per_block": 48 * 1024, "max_threads_per_block"
                "registers_per_block": 65536}
 
 
+def recipe():
+    """The recipe rung's schedule module."""
+    from kernels.tvm.variants import schedule_module
+
+    return schedule_module(RECIPE)
+
+
+def recipe_sets() -> list[dict]:
+    """Every parameter set of the recipe rung's space that it accepts, its defaults first."""
+    module = recipe()
+    names = list(module.SPACE)
+    sets = [module.DEFAULTS, *({**module.DEFAULTS, **dict(zip(names, combo))}
+                               for combo in itertools.product(*module.SPACE.values()))]
+    return [dict(p) for i, p in enumerate(sets) if module.check(p) is None and p not in sets[:i]]
+
+
+def pass_config(p: Mapping) -> dict:
+    """TVM's lowering options beside the family's: the recipe's where its parameter set won the contest."""
+    return recipe().pass_config(p["recipe"]) if p.get("recipe") else {}
+
+
 def check(p: Mapping) -> str | None:
+    if p.get("recipe"):
+        return recipe().check(p["recipe"])
     if not p.get("trace") or not p.get("tuned_shape"):
         return "no MetaSchedule record: the tune stage supplies one (tune.autotuner.trials > 0; see resources/tuning/)"
     return None
@@ -97,6 +129,8 @@ def schedule(func, p: Mapping, target, bind: bool = True):
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
+    if p.get("recipe"):
+        return recipe().schedule(func, p["recipe"], target, bind)
     if not bind:
         raise ValueError("a MetaSchedule trace binds GPU threads itself: no unbound form")
     problem = check(p)
@@ -179,10 +213,32 @@ def search(shape: tuple[int, int, int], target, trials: int, work_dir: Path, com
     best = database.get_top_k(workload, SEED_RECORDS)
     if not best:
         raise RuntimeError(f"MetaSchedule measured no valid schedule in {done} trials (see {work_dir}/logs)")
+    found = {"trace": plain(best[0].trace.as_json()), "tuned_shape": list(shape), "recipe": None}
     median_s = sorted(float(s) for s in best[0].run_secs)[len(best[0].run_secs) // 2]
-    return {"params": {"trace": plain(best[0].trace.as_json()), "tuned_shape": list(shape)}, "median_s": median_s,
-            "tflops": 2 * math.prod(shape) / median_s / 1e12, "trials": done,
-            "records": [plain(r.as_json()) for r in best]}
+    contest = []
+    if target.kind.name == "cuda":  # the recipe is a GPU schedule
+        found, median_s, contest = _contest(best, shape, found, median_s, measure, log)
+    return {"params": found, "median_s": median_s, "tflops": 2 * math.prod(shape) / median_s / 1e12, "trials": done,
+            "records": [plain(r.as_json()) for r in best], "contest": contest}
+
+
+def _contest(best, shape, found: dict, median_s: float, measure, log) -> tuple[dict, float, list[dict]]:
+    """MetaSchedule's best CONTENDERS records and every recipe parameter set, timed in one sitting: the fastest
+    (its parameters and time), and each contender's outcome. Where none passes, MetaSchedule's database best stays."""
+    sets = [{"trace": plain(r.trace.as_json()), "tuned_shape": list(shape), "recipe": None} for r in best[:CONTENDERS]]
+    sets += [{"trace": None, "tuned_shape": list(shape), "recipe": p} for p in recipe_sets()]
+    rows = measure(sets)
+    contest = [{"from": "recipe" if p["recipe"] else f"metaschedule record {i}", "recipe": p["recipe"],
+                "status": row["status"], "median_s": row.get("median_s") if row["status"] == "ok" else None}
+               for i, (p, row) in enumerate(zip(sets, rows))]
+    ok = [(row["median_s"], i) for i, row in enumerate(rows) if row["status"] == "ok"]
+    if not ok:
+        log.warning("MetaSchedule's contest: no contender passed; its database's best stays")
+        return found, median_s, contest
+    fastest, i = min(ok)
+    log.info("MetaSchedule's contest at %s: %s fastest of %d (%.3f ms)", "x".join(map(str, shape)),
+             contest[i]["from"], len(ok), fastest * 1e3)
+    return sets[i], fastest, contest
 
 
 def _search_log(work_dir: Path) -> logging.Logger:

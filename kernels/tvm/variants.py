@@ -46,6 +46,11 @@ def schedule_module(file: str):
     return importlib.import_module(f"kernels.tvm.{Path(file).stem}")
 
 
+def sources(file: str) -> list[Path]:
+    """The schedule's file, those of the schedules it applies (its USES), and this module: what its code is made of."""
+    return [HERE / f for f in (file, *getattr(schedule_module(file), "USES", ()))] + [Path(__file__)]
+
+
 def modes(file: str) -> tuple[str, ...]:
     return getattr(schedule_module(file), "MODES", ("fp32",))
 
@@ -226,7 +231,7 @@ class Compiled:
 
         if not self.cache_dir:
             return None
-        digest = hashlib.sha256((HERE / self.file).read_bytes() + Path(__file__).read_bytes())
+        digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources(self.file)))
         digest.update(json.dumps([self.params, list(shape), self.arch, self.mode, metadata.version("apache-tvm"),
                                   nvrtc.getVersion()], sort_keys=True).encode())
         return Path(self.cache_dir) / "tvm" / f"{Path(self.file).stem}-{digest.hexdigest()[:16]}{suffix}"
@@ -299,7 +304,7 @@ def _variant(file: str) -> Variant:
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=modes(file),
                    build=lambda mode, params, cache_dir: _build(file, mode, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
-                   tuner=_tuner(module), source_files=(str(HERE / file), __file__), compilers=TVM,
+                   tuner=_tuner(module), source_files=tuple(map(str, sources(file))), compilers=TVM,
                    description=module.DESCRIPTION, prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k),
                    generated=lambda mode, params: code(file, params, mode))
 
