@@ -139,3 +139,24 @@ def test_build_facts_read_the_hot_loop_and_say_what_limits_numba():
     assert "no cp.async" in limits(facts)
     inline = "\t{ .reg .u64 s; cvta.to.shared.u64 s, %rd1; cp.async.ca.shared.global [s], [%rd2], 4, %r1; }\n"
     assert ptx_facts(inline)["ptx_cp_async"] == 1 and "no cp.async" not in limits({**facts, **ptx_facts(inline)})
+
+
+def test_each_parameter_set_of_a_rung_has_a_numba_cache_index_of_its_own(monkeypatch):
+    """Numba rewrites a function's on-disk cache index whole, unlocked, so the compile-ahead workers that compile
+    other parameter sets of one rung at once lost each other's entries (and could share a data file): each parameter
+    set's kernel is named apart, and the same set keeps its name in every process."""
+    from numba import cuda
+
+    from kernels.numba import variants
+
+    jitted, names = [], []
+    monkeypatch.setattr(cuda, "jit", lambda *args, **kwargs: lambda function: jitted.append(function.__qualname__))
+    rung = next(r for r in RUNGS if r.space)
+    name, values = next(iter(rung.space.items()))
+    first = dict(rung.defaults)
+    other = {**first, name: next(v for v in values if v != first[name])}
+    for params in (first, other, dict(first)):
+        kernel = module(rung.file).make(**params)  # (its device functions are jitted here)
+        variants._jit(kernel, params)
+        names.append(jitted[-1])
+    assert names[0] != names[1] and names[0] == names[2]

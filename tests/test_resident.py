@@ -16,11 +16,12 @@ def _measure(cfg, tmp_path, key):
     return checked
 
 
-def _workers(caplog) -> list[tuple[str, int]]:
-    """(how, pid) of each worker the measure jobs above used, from their log lines."""
+def _workers(caplog, pool: str = "") -> list[tuple[str, int]]:
+    """(how, pid) of each worker the measure jobs above used (or the build jobs: pool " (builds)"), from their log
+    lines."""
     return [(m.group(1), int(m.group(2))) for m in
-            (re.search(r"worker: (started|resident, reused) \(pid (\d+)\)", r.getMessage()) for r in caplog.records)
-            if m]
+            (re.match(rf"worker{re.escape(pool)}: (started|resident, reused) \(pid (\d+)\)", r.getMessage())
+             for r in caplog.records) if m]
 
 
 def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_config, tmp_path, caplog):
@@ -31,6 +32,9 @@ def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_confi
     second = _measure(cfg, tmp_path, "cpu/numba-tiled")
     (how_a, pid_a), (how_b, pid_b) = _workers(caplog)
     assert (how_a, how_b) == ("started", "resident, reused") and pid_a == pid_b
+    # the builds too share a worker, of their own: it would make and destroy a CUDA context each time otherwise
+    (how_a, build_a), (how_b, build_b) = _workers(caplog, " (builds)")
+    assert (how_a, how_b) == ("started", "resident, reused") and build_a == build_b != pid_a
     assert all(r["status"] == "ok" for r in first + second)
     # the second variant checks against the references the first one's job computed, on the same inputs
     assert all(r["fp64_reference_s"] > 0 for r in first)

@@ -132,9 +132,10 @@ class Resident:
 
     ATTEMPTS = 3  # workers started for one task before its points are lost with the last one's log
 
-    def __init__(self, env: dict, timeout_s: float):
-        self.env, self.timeout_s, self.proc, self.offset = env, timeout_s, None, 0
-        wanted = [sys.executable, str(ROOT), sorted(env.items())]
+    def __init__(self, env: dict, timeout_s: float, pool: str = ""):
+        """`pool`: "" for the jobs that time on the GPU, a name for another pool of workers (the builds')."""
+        self.env, self.timeout_s, self.proc, self.offset, self.pool = env, timeout_s, None, 0, pool
+        wanted = [sys.executable, str(ROOT), sorted(env.items()), pool]
         self.key = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:16]
 
     def __enter__(self):
@@ -195,7 +196,8 @@ class Resident:
                 hello = {"event": "gone"}
             if hello["event"] == "hello":
                 self.pid = hello["pid"]
-                log.info("worker: %s (pid %d)", "started" if launched else "resident, reused", self.pid)
+                log.info("worker%s: %s (pid %d)", f" ({self.pool})" if self.pool else "",
+                         "started" if launched else "resident, reused", self.pid)
                 return stream
             sock.close()
             _wait_gone(hello.get("pid"))
@@ -238,7 +240,10 @@ def _wait_gone(pid: int | None, limit_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-RESIDENT_KINDS = ("measure", "tune")  # a job's GPU is its own while they run; builds and compiles share it
+# Kinds whose tasks go to a resident worker: those that time, one pool; those that launch nothing, another. A build
+# or compile in a fresh process would make a CUDA context and destroy it, each time stalling (gpus.quiet) the
+# timings beside it: resident, a builds' worker makes one context for the run's builds it serves.
+RESIDENT_KINDS = ("measure", "tune", *LAUNCH_FREE)
 
 
 def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
@@ -258,7 +263,8 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
         task_path, done_path = Path(tmp) / "task.json", Path(tmp) / "done.json"
         task.save(task_path)
         start = 0
-        worker = Resident(env, timeout_s) if task.kind in RESIDENT_KINDS else Fresh(env, Path(tmp), task.wrap)
+        worker = Resident(env, timeout_s, "builds" if task.kind in LAUNCH_FREE else "") \
+            if task.kind in RESIDENT_KINDS and not task.wrap else Fresh(env, Path(tmp), task.wrap)
         with worker:
             while start < count:
                 kills_before = oom_kills()

@@ -8,7 +8,9 @@ Rung 03 is a generalized ufunc (`product`), which Numba launches itself.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import math
 import re
 import sys
@@ -230,7 +232,7 @@ def _build(rung: Rung, params: Mapping) -> Built:
     if rung.gufunc:
         gufunc = guvectorize([source.SIGNATURE], source.LAYOUT, target="cuda")(source.product)
         return Built(Compiled(rung, dict(params), gufunc), {"threads": 1, "max_dim": rung.max_dim})
-    dispatcher = _jit(source.make(**params))
+    dispatcher = _jit(source.make(**params), params)
     kernel = next(iter(dispatcher.overloads.values()))
     if rung.threads(params) > kernel.max_threads_per_block:  # registers × threads exceed the register file
         raise ValueError(f"{rung.variant_name} with {dict(params)} needs {kernel.regs_per_thread} registers per "
@@ -264,18 +266,28 @@ def code(rung: Rung, params: Mapping) -> dict:
             "launch": {"shapes": [rung.launch(params, m, n) for m, n in machine_code.PROBE_SHAPES]}}
 
 
-def _jit(kernel):
+def _jit(kernel, params: Mapping):
     """Compiled now, for this GPU, through Numba's on-disk cache (NUMBA_CACHE_DIR): another process loads the
     kernel instead of compiling it again (seconds per rung). Numba keys it on the rung file, the closure's tile
     constants, the signature, the GPU's compute capability and its own version. A kernel it cannot cache is
-    compiled as usual."""
+    compiled as usual.
+
+    Numba keeps one cache index per function name and rewrites it whole (read, add, write) with no lock, so processes
+    that compile other parameter sets of one rung at once (the compile-ahead workers) drop each other's entries and
+    can give two kernels one data file. Named per parameter set, each has an index of its own."""
     from numba import cuda
 
+    kernel.__qualname__ = f"{kernel.__qualname__}_{cache_tag(params)}"
     try:
         return cuda.jit(SIGNATURE, cache=True)(kernel)
     except Exception as exc:  # noqa: BLE001 - a cache that fails costs only time
         print(f"numba: {kernel.__name__} not cached ({type(exc).__name__}: {exc}); compiling it", file=sys.stderr)
         return cuda.jit(SIGNATURE)(kernel)
+
+
+def cache_tag(params: Mapping) -> str:
+    """A short name of a parameter set (its digest), unique among those a rung is compiled with."""
+    return hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _run(compiled: Compiled, a, b, c, stream) -> None:
