@@ -541,7 +541,7 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
                             "sampling_overhead_s": [3.0, 1.0, np.nan], "check_s": [2.0, 1.0, np.nan],
                             "settle_s": [1.0, 1.0, np.nan], "measure_s": [17.0, 8.0, np.nan],
                             "quiet_wait_s": [0.5, np.nan, np.nan]})
-    validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0]})
+    validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0], "load_s": [1.5, 0.0]})
     searched = {"variant": "cupy/a", "mode": "fp32", "trials": [{"status": "ok"}, {"status": "ok"},
                                                                 {"status": "rejected"}],
                 "checks": [{"status": "ok"}] * 4,
@@ -559,7 +559,7 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
                                  "compile_s": 4.0, "gpu_s": 5.0}]
     assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
                                 "warm-up": 2.0, "lock wait": 0.5, "validation": 6.0, "fp64 reference": 4.0,
-                                "job overhead": 50.0 - 35.5}
+                                "kernel loading": 1.5, "job overhead": 50.0 - 37.0}
     assert time["cpu"] == {"tune_compile": 4.0, "build": 7.0, "aggregate": 2.0, time_spent.REUSED: 0.5}
     html = report.time_view(time)
     assert html["total"] == "55.0" and html["searches"][0]["compile_s"] == "4.0"

@@ -130,3 +130,39 @@ def test_a_job_whose_worker_did_not_stay_leaves_no_socket_log_or_lock(tmp_path, 
             if not listening:  # a worker on its way out removes its socket first
                 Path(worker.address).unlink()
         assert sorted(p.suffix[1:] for p in tmp_path.glob(f"{worker.key}-*")) == sorted(left)
+
+
+SLOW_BUILD = """
+import time
+import numpy as np
+from kernels.registry import Built, Variant, register
+
+def _build(mode, params, cache_dir):
+    time.sleep(0.5)  # a compile
+    return Built(None, {"compile_s": 0.5})
+
+def _run(artifact, a, b, c, stream):
+    np.matmul(a, b, out=c)
+
+register(Variant(family="cpu", name="slow-build", device="cpu", modes=("fp32",), run=_run, build=_build,
+                 description="a kernel that takes half a second to build"))
+"""
+
+
+def test_the_seconds_a_measure_job_spends_building_its_kernel_are_in_the_first_row_that_needs_it(
+        cpu_config, tmp_path, monkeypatch):
+    """The measure job builds (or loads) its kernel before its first point: those seconds are that row's load_s,
+    which the report's time breakdown shows apart from the job's overhead."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "slow_build.py").write_text(SLOW_BUILD)
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), str(ROOT)]))
+    cpu_config.update(variant_modules=["slow_build"], square_sizes=[32, 64], validation_shapes=[[7, 13, 5]],
+                      cache_dir=str(tmp_path / "cache"))
+    cfg = configuration.validate(cpu_config)
+    build.run(cfg, "cpu/slow-build", "fp32", tmp_path / "build.json")
+    checked, timed = measure.run(cfg, "cpu/slow-build", "fp32", tmp_path / "build.json", tmp_path / "validate.json",
+                                 tmp_path / "bench.json")
+    loads = [r["load_s"] for r in checked + timed]
+    assert loads[0] >= 0.5 and all(load < 0.5 for load in loads[1:]), loads

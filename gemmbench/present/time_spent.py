@@ -20,7 +20,8 @@ MEASURE_PARTS = {
     "lock wait": "waiting for the GPU to be free of other processes' contexts (builds starting or ending)",
     "validation": "validation launches and their comparison",
     "fp64 reference": "the fp64 reference products (validation's and the timed points')",
-    "job overhead": "the rest of the measure jobs: the worker's start, loading what was compiled, hand-offs",
+    "kernel loading": "each size class's kernel built in the measure job's worker (compiled, or loaded from caches)",
+    "job overhead": "the rest of the measure jobs: the worker's start, imports, hand-offs",
 }
 
 
@@ -48,7 +49,8 @@ def measure_parts(summary: pd.DataFrame, validation: pd.DataFrame, measure_wall_
     parts = {"kernel": kernel, "accounting": accounting, "checks": checks, "settle": settle,
              "warm-up": max(0.0, measure - kernel - accounting - checks - settle),
              "lock wait": _total(timed, "quiet_wait_s"), "validation": max(0.0, validate - reference),
-             "fp64 reference": reference}
+             "fp64 reference": reference,
+             "kernel loading": _total(timed, "load_s") + _total(validation, "load_s")}
     parts["job overhead"] = max(0.0, measure_wall_s - sum(parts.values()))
     return parts
 

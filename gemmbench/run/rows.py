@@ -200,13 +200,19 @@ def compile_row(variant, task: Task, point: Point) -> dict:
 
 
 def measure_row(variant, builds: Builds, backend, task: Task, point: Point, facts: dict, done: dict) -> dict:
-    """A measure task's point: its shape validated, or timed where the point that validated it passed."""
-    if point.stage == "validate":
-        return validate_row(variant, builds.for_point(point), backend, task, point)
-    checked = done.get(point.checked_by, {"status": "missing", "message": "its validation did not report"})
-    if checked["status"] != "ok":
-        return not_timed(checked)
-    return bench_row(variant, builds.for_point(point), backend, task, point, facts)
+    """A measure task's point: its shape validated, or timed where the point that validated it passed. Its load_s:
+    the seconds its kernel's build took in this worker (the first point of a size class compiles it, or loads it
+    from the run's caches; 0 after)."""
+    if point.stage != "validate":
+        checked = done.get(point.checked_by, {"status": "missing", "message": "its validation did not report"})
+        if checked["status"] != "ok":
+            return not_timed(checked)
+    start = time.perf_counter()
+    chosen = builds.for_point(point)
+    load_s = time.perf_counter() - start
+    row = validate_row(variant, chosen, backend, task, point) if point.stage == "validate" else \
+        bench_row(variant, chosen, backend, task, point, facts)
+    return {**row, "load_s": load_s}
 
 
 def reached_out(threads: frozenset, backend) -> dict:
