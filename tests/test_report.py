@@ -568,6 +568,28 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None
 
 
+def test_a_search_that_ended_in_a_contest_shows_the_fastest_source_and_the_other_sources_best(tmp_path):
+    """A reused record whose class lists its contest (MetaSchedule's best records and the recipe's sets, timed in
+    one sitting): the report names the fastest source and the other's fastest, from the record the run used."""
+    contest = [{"source": "metaschedule", "record": 0, "status": "ok", "median_s": 0.0033},
+               {"source": "metaschedule", "record": 1, "status": "ok", "median_s": 0.0032},
+               {"source": "recipe", "recipe": {"BM": 128}, "status": "ok", "median_s": 0.0029},
+               {"source": "recipe", "recipe": {"BM": 256}, "status": "timeout", "median_s": None}]
+    record = {"variant": "tvm/04_metaschedule", "mode": "fp32", "reused_from": "resources/tuning/x/fp32.json",
+              "classes": {"4096": {"trials": 703, "contest": contest}, "1024": {"trials": 64}}}
+    path = tmp_path / "tune" / "h200" / "tvm" / "04_metaschedule" / "fp32.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    assert time_spent.contests(tmp_path / "tune") == [
+        {"variant": "tvm/04_metaschedule", "mode": "fp32", "size": "4096", "contenders": 4, "winner": "recipe",
+         "winner_ms": 2.9, "runner_up": "metaschedule", "runner_up_ms": 3.2, "origin": "resources/tuning/x/fp32.json"}]
+    walls = pd.DataFrame({"stage": ["measure"], "job": ["measure/tvm/04_metaschedule/fp32"], "wall_s": [10.0]})
+    shown = report.time_view(time_spent.breakdown(pd.DataFrame({"status": []}), pd.DataFrame(), walls,
+                                                  tmp_path / "tune"))["contests"]
+    assert [(c["winner"], c["winner_ms"], c["runner_up_ms"], c["margin"]) for c in shown] == \
+        [("recipe", "2.900", "3.200", "10.3%")]
+
+
 def test_two_runs_agreement_names_every_point_outside_2_percent_with_what_may_explain_it():
     """The H100 example's two default runs: the share of points (m ≥ 1024) within 2%, and each other point listed
     with its reason: throttled in either run, a launch under 100 µs, within its noise, or none recorded."""

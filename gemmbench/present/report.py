@@ -108,7 +108,10 @@ def time_view(time: dict | None) -> dict | None:
                      for _, r in jobs.iterrows()],
             "searches": [{**found, "ok": "" if found["ok"] is None else found["ok"],
                           **{key: "–" if found[key] is None else f"{found[key]:.1f}" for key in ("compile_s", "gpu_s")}}
-                         for found in time.get("searches", [])]}
+                         for found in time.get("searches", [])],
+            "contests": [{**held, **{key: f"{held[key]:.3f}" for key in ("winner_ms", "runner_up_ms")},
+                          "margin": f"{100 * (held['runner_up_ms'] / held['winner_ms'] - 1):.1f}%"}
+                         for held in time.get("contests", [])]}
 
 
 COMPILERS = {"nvrtc": "NVRTC (CuPy)", "nvidia-cuda-nvrtc": "NVRTC wheel", "nvvm": "NVVM", "numba": "Numba",

@@ -64,6 +64,7 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
         return None
     by_stage = walls.groupby("stage")["wall_s"].sum()
     found = searches(walls, tuned) if tuned else []
+    held = contests(tuned) if tuned else []
     tune = float(by_stage.get("tune", 0.0))
     # a tune job that reuses a record asks for no GPU: only the searches' jobs are on the GPU's path
     searched = sum(s["gpu_s"] or 0.0 for s in found) if tuned else tune
@@ -73,7 +74,8 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
     if tune - searched > 0:
         cpu[REUSED] = tune - searched
     return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0}, "cpu": cpu,
-            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(), "searches": found}
+            "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(), "searches": found,
+            "contests": held}
 
 
 REUSED = "tune (records reused)"
@@ -104,6 +106,31 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}")})
+    return found
+
+
+def contests(tuned: Path) -> list[dict]:
+    """Each size class whose search ended in a contest (a tune result under `tuned`, searched in this run or reused,
+    whose class lists its `contest`: contenders from several sources timed in one sitting): the fastest source and
+    its time, and the fastest of the others."""
+    found = []
+    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
+        if path.name.endswith(".compiled.json"):
+            continue
+        record = json.loads(path.read_text())
+        for size, tuned_class in record.get("classes", {}).items():
+            best: dict[str, float] = {}
+            for entry in tuned_class.get("contest", []):
+                source = entry.get("source")
+                if source and entry.get("status") == "ok" and entry.get("median_s"):
+                    best[source] = min(best.get(source, entry["median_s"]), entry["median_s"])
+            if len(best) < 2:
+                continue
+            winner, runner_up = sorted(best, key=best.get)[:2]
+            found.append({"variant": record.get("variant", ""), "mode": record.get("mode", ""), "size": size,
+                          "contenders": len(tuned_class["contest"]), "winner": winner, "winner_ms": 1e3 * best[winner],
+                          "runner_up": runner_up, "runner_up_ms": 1e3 * best[runner_up],
+                          "origin": record.get("reused_from") or "searched in this run"})
     return found
 
 

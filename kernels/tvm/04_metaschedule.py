@@ -13,7 +13,8 @@ tuning can be spread over several sittings; an empty database is seeded with a c
 The best record's trace is the variant's parameter set, unless the hand schedule beats it: the search ends with a
 contest in one sitting, MetaSchedule's best CONTENDERS records timed again beside every valid parameter set of the
 recipe rung (05_recipe.py), and the fastest is the variant's parameters ({"recipe": its set}). So the autotuner's row
-is never below the hand schedule's at its class size, and the record says which won (`contest`).
+is never below the hand schedule's at its class size, and the record lists each contender (`contest`: its source,
+"metaschedule" or "recipe", and its time).
 
 `schedule` applies that trace to any shape: the iteration space is padded to whole tiles of the tuned block
 (pad_einsum; a reduction shorter than one k-tile to two of them), the trace is replayed with each axis's outermost
@@ -228,16 +229,17 @@ def _contest(best, shape, found: dict, median_s: float, measure, log) -> tuple[d
     sets = [{"trace": plain(r.trace.as_json()), "tuned_shape": list(shape), "recipe": None} for r in best[:CONTENDERS]]
     sets += [{"trace": None, "tuned_shape": list(shape), "recipe": p} for p in recipe_sets()]
     rows = measure(sets)
-    contest = [{"from": "recipe" if p["recipe"] else f"metaschedule record {i}", "recipe": p["recipe"],
-                "status": row["status"], "median_s": row.get("median_s") if row["status"] == "ok" else None}
+    contest = [{"source": "recipe" if p["recipe"] else "metaschedule", "record": None if p["recipe"] else i,
+                "recipe": p["recipe"], "status": row["status"],
+                "median_s": row.get("median_s") if row["status"] == "ok" else None}
                for i, (p, row) in enumerate(zip(sets, rows))]
     ok = [(row["median_s"], i) for i, row in enumerate(rows) if row["status"] == "ok"]
     if not ok:
         log.warning("MetaSchedule's contest: no contender passed; its database's best stays")
         return found, median_s, contest
     fastest, i = min(ok)
-    log.info("MetaSchedule's contest at %s: %s fastest of %d (%.3f ms)", "x".join(map(str, shape)),
-             contest[i]["from"], len(ok), fastest * 1e3)
+    log.info("MetaSchedule's contest at %s: a %s set fastest of %d (%.3f ms)", "x".join(map(str, shape)),
+             contest[i]["source"], len(ok), fastest * 1e3)
     return sets[i], fastest, contest
 
 
