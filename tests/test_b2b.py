@@ -210,7 +210,8 @@ def test_the_b2b_dag_runs_on_the_cpu_to_its_report(tmp_path):
     result = snakemake(tmp_path, "--cores", "2", config=cfg)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "results/tables/summary.csv")
-    assert len(summary) == 4 and (summary.status == "ok").all() and set(summary.workload) == {"b2b"}
+    assert len(summary) == 4 and set(summary.workload) == {"b2b"}
+    assert (summary.status == "ok").all(), summary[["variant", "m", "n0", "status", "message"]].to_string()
     assert summary.n.isna().all() and sorted(summary.n0.unique()) == [64, 128]
     validation = pd.read_csv(tmp_path / "results/tables/validation.csv")
     assert len(validation) == 5 and (validation.status == "ok").all()

@@ -159,7 +159,7 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
 
 
 def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):
-    """GROUP 16 is the fastest at both classes and three times slower than GROUP 8 at 128, which class 64 serves
+    """GROUP 16 is the fastest at both classes and ten times slower than GROUP 8 at 128, which class 64 serves
     (the nearest class in log scale): class 64 keeps GROUP 8 and says why, class 32 (serving nothing else) keeps
     GROUP 16, and every check is in the record."""
     cpu_config.update(variant_modules=["tests.planted"], variants=["cpu/planted-collapsing"],
