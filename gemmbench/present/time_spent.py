@@ -86,19 +86,22 @@ def of_run(summary: pd.DataFrame, validation: pd.DataFrame, results: Path) -> di
     return breakdown(summary, validation, job_walls(Path(results) / "benchmarks"), Path(results) / "tune")
 
 
+def tune_results(tuned: Path):
+    """(job, record) of each tune result under `tuned` (results/tune/): its job name, e.g. h100/cupy/a/fp32."""
+    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
+        if not path.name.endswith(".compiled.json"):  # what a tune_compile job wrote for its tune job
+            yield str(path.relative_to(tuned).with_suffix("")), json.loads(path.read_text())
+
+
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
     """Each search this run made (a tune result under `tuned`, results/tune/, that reuses no committed or transferred
     record): its variant and mode, its trials and their outcomes, and the seconds of its jobs (compiling ahead
     beside the GPU's jobs, and the tune job that validated and timed them on the GPU)."""
     seconds = dict(zip(walls["job"], walls["wall_s"]))
     found = []
-    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
-        if path.name.endswith(".compiled.json"):
-            continue
-        record = json.loads(path.read_text())
+    for job, record in tune_results(tuned):
         if record.get("reused_from"):
             continue
-        job = str(path.relative_to(tuned).with_suffix(""))
         trials = record.get("trials") or []
         own = sum(int(c.get("trials", 0)) for c in record.get("classes", {}).values()) if not trials else 0
         found.append({"variant": record.get("variant", job), "mode": record.get("mode", ""),
@@ -114,10 +117,7 @@ def contests(tuned: Path) -> list[dict]:
     whose class lists its `contest`: contenders from several sources timed in one sitting): the fastest source and
     its time, and the fastest of the others."""
     found = []
-    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
-        if path.name.endswith(".compiled.json"):
-            continue
-        record = json.loads(path.read_text())
+    for _, record in tune_results(tuned):
         for size, tuned_class in record.get("classes", {}).items():
             best: dict[str, float] = {}
             for entry in tuned_class.get("contest", []):
