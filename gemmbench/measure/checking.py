@@ -83,8 +83,8 @@ PEAK_SLACK = 1.02  # rounding in the peak (SM count x max clock x rate) and in t
 BANDWIDTH_SLACK = 1.25  # the measured copy bandwidth is a little under the memory's datasheet peak
 
 
-TIME_NAMES = {"median_s": "median", "min_s": "fastest sample", "batched_median_s": "batched median",
-              "batched_min_s": "fastest batched sample"}
+TIME_NAMES = {"median_s": "median", "min_s": "fastest sample", "single_median_s": "one-launch median",
+              "single_min_s": "fastest one-launch sample"}
 
 
 def implausible(flops: float, min_bytes: float, seconds: float, device: dict, mode: str, cache: str) -> str | None:

@@ -42,6 +42,7 @@ class Sampler:
     budget_s: float
     min_time_s: float = 0.0
     resolution_s: float = 0.0  # the timer's nominal step (see median_ci_rel)
+    short_s: float = 0.0  # a median under this after min_samples ends it ("short": batched samples time it instead)
     device_s: list = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
@@ -55,8 +56,11 @@ class Sampler:
 
     @property
     def stopped_by(self) -> str | None:
-        """What ends the sampling now: "precision" (stable for min_time_s), "max_samples", "budget", or None."""
+        """What ends the sampling now: "precision" (stable for min_time_s), "short" (a median under short_s),
+        "max_samples", "budget", or None."""
         n = len(self.device_s)
+        if self.short_s and n >= self.min_samples and np.median(self.device_s) < self.short_s:
+            return "short"
         if self.converged and sum(self.device_s) >= self.min_time_s:
             return "precision"
         if n >= self.max_samples:
@@ -139,10 +143,13 @@ def _sampler(timing: dict, resolution_s: float) -> Sampler:
                    timing["min_time_s"], resolution_s)
 
 
-def sample(backend, run, timing: dict, cache: str, before=None, after=None) -> Sampler:
+def sample(backend, run, timing: dict, cache: str, before=None, after=None, short_s: float = 0.0,
+           sampler: Sampler | None = None) -> Sampler:
     """Device time per call (launch overhead excluded) until the median is stable; `before()` and `after()`, if
-    given, are called around each sample, outside the timed region."""
-    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S)
+    given, are called around each sample, outside the timed region. `short_s`: stop after min_samples where the
+    median is under it (sample_batched times such a kernel). `sampler`: one to go on with."""
+    sampler = sampler or _sampler(timing, backend.TIMER_RESOLUTION_S)
+    sampler.short_s = short_s
     while not sampler.done:
         if before:
             before()
@@ -155,6 +162,12 @@ def sample(backend, run, timing: dict, cache: str, before=None, after=None) -> S
 
 
 BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
+
+
+def short_s(cache: str) -> float:
+    """Where one-launch samples hand a kernel over to batched ones (sample_batched): under BATCH_TARGET_S per
+    launch, hot cache only (a batch's launches after the first would run hot)."""
+    return BATCH_TARGET_S if cache == "hot" else 0.0
 
 
 def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare) -> tuple[int, Sampler | None]:

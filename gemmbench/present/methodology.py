@@ -4,7 +4,7 @@ from __future__ import annotations
 from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.measure.devices import EXPONENT_RANGE
-from gemmbench.measure.timing import SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
+from gemmbench.measure.timing import BATCH_TARGET_S, SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from gemmbench.present.tables import SLOW
 
 
@@ -19,9 +19,12 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                        "wall time per call (a CPU run: no device timer)",
         "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
                      "launches after the first",
-        "Batched time": "for kernels under 100 µs with a hot cache, also the time per launch of as many launches in a "
-                        "row (between one pair of events on a GPU) as span 100 µs (batched_median_s), beside the "
-                        "one-launch median that every figure and ratio uses (median_s)",
+        "Batched time": f"a kernel under {BATCH_TARGET_S * 1e6:.0f} µs with a hot cache is timed per launch over as "
+                        f"many launches in a row (between one pair of events on a GPU) as span "
+                        f"{BATCH_TARGET_S * 1e6:.0f} µs, each launch on its own inputs and output: one launch per "
+                        f"event pair would also time the gap the events leave. Its median (median_s, which every "
+                        f"figure and ratio uses; batched_median_s) comes from those samples; its first "
+                        f"{timing['min_samples']} one-launch samples only size the batch (single_median_s)",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
                     f"points back to back, so only its first point waits that long); on a GPU the warm-up goes on, in "

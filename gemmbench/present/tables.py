@@ -86,6 +86,11 @@ def robust_spread(samples) -> dict:
 SPREAD_COLUMNS = ("noise", "iqr_rel", "slow_samples")
 
 
+def timed_samples(row: dict) -> list:
+    """The samples a row's median came from: its batched ones where it was batched, else its one-launch ones."""
+    return row.get("sample_batched_s") or row.get("sample_device_s") or []
+
+
 def with_spread(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """A summary from before its spread columns (SPREAD_COLUMNS), given them from the run's samples table (the
     device timer's)."""
@@ -100,7 +105,7 @@ def with_spread(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
 
 def summary_table(bench_rows: list[dict], devices: list[dict]) -> pd.DataFrame:
     frame = typed_frame([{**{k: v for k, v in r.items() if k not in SAMPLE_COLUMNS},
-                          "noise": noise(r.get("sample_device_s")), **robust_spread(r.get("sample_device_s"))}
+                          "noise": noise(timed_samples(r)), **robust_spread(timed_samples(r))}
                          for r in bench_rows], "summary")
     frame["flops"] = per_workload(frame, lambda workload, sizes, mode: workload.flops(sizes))
     frame["min_bytes"] = per_workload(frame, lambda workload, sizes, mode: workload.min_bytes(sizes, mode))
@@ -228,7 +233,10 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFr
     (both on one GPU, by UUID)."""
     def ok_points(frame):
         columns = COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons", "throttled", "noise"]
-        return frame.query("status == 'ok'").reindex(columns=columns)
+        # a short kernel's batched median: median_s now, and beside a one-launch median_s in tables from before
+        batched = frame["batched_median_s"] if "batched_median_s" in frame else pd.Series(np.nan, frame.index)
+        return frame.assign(median_s=batched.fillna(frame["median_s"])).query("status == 'ok'").reindex(
+            columns=columns)
 
     both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
     both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= min_size]
