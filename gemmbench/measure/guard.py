@@ -33,6 +33,8 @@ def native_threads() -> frozenset:
 
 def busy_threads(among: frozenset, window_s: float = 0.1) -> list[str]:
     """Which of the threads `among` (native ids) used the CPU during `window_s` (idle pools do not)."""
+    if not among:  # nothing to watch: no window to wait
+        return []
     def ticks():
         found = {}
         for tid in among:
