@@ -246,3 +246,12 @@ def test_one_launch_samples_of_a_short_kernel_stop_at_min_samples_and_go_on_wher
     assert timing.sample(Short(), lambda: None, cfg, "hot", sampler=short) is short
     assert len(short.device_s) == 50 and short.summary()["stopped_by"] == "max_samples"  # it went on, unbatched
     assert timing.short_s("cold") == 0  # a cold cache is never batched: one-launch samples time it to the end
+
+
+def test_a_row_keeps_the_first_and_the_last_of_a_long_warm_ups_host_times():
+    from gemmbench.run import bench
+
+    host = [float(i) for i in range(10 * bench.HOST_KEPT)]
+    kept = bench._kept(host)
+    assert len(kept) == bench.HOST_KEPT and kept[0] == 0.0 and kept[1:] == host[-(bench.HOST_KEPT - 1):]
+    assert bench._kept(host[:5]) == host[:5]

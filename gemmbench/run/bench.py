@@ -108,9 +108,18 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "batch_launches": launches, "batched_median_s": summary["median_s"] if batched else None,
         "single_median_s": float(np.median(single.device_s)),  # one launch between the events
         "sample_device_s": single.device_s, "sample_batched_s": batched.device_s if batched else [],
-        "warmup_host_s": host_s, "params": json.dumps(params),
+        "warmup_host_s": _kept(host_s), "params": json.dumps(params),
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+HOST_KEPT = 200  # warm-up host times a row keeps: a short kernel's warm-up launches it tens of thousands of times
+
+
+def _kept(host_s: list) -> list:
+    """The warm-up's host times a row keeps: the first (its one-time costs) and the last HOST_KEPT - 1, where the
+    clocks had settled; host_median_s and warmup_runs are of them all."""
+    return host_s if len(host_s) <= HOST_KEPT else host_s[:1] + host_s[-(HOST_KEPT - 1):]
 
 
 HOST_SAMPLES_FOR_AGREEMENT = 3  # warm-up launches (besides the first) a CPU point needs before its host time is read

@@ -19,6 +19,7 @@ rule plot:
         "results/logs/plot.log",
     conda:
         "../../environment.yml"
+    threads: len(FIGURES)  # one process per figure
     script:
         "../scripts/plot.py"
 
