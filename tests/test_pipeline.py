@@ -45,11 +45,11 @@ def test_cpu_dag_runs_end_to_end_to_the_report(cpu_run):
     assert len(validation) == 2 * 7 and (validation.status == "ok").all()
     assert set(validation.shape_kind) == {"sweep", "awkward"}
     samples = pd.read_parquet(workdir / "results/tables/samples.parquet")
-    # a kernel under 100 µs is timed by its batched samples; its first min_samples one-launch ones sized the batch
-    short, per_timer = summary.batch_launches > 1, samples.groupby("timer").size()
-    assert short.any() and (summary.median_s[short] == summary.batched_median_s[short]).all()
-    assert per_timer.get("batched", 0) == summary.samples[short].sum() and per_timer["host"] > 0
-    assert per_timer["device"] == summary.samples[~short].sum() + 5 * short.sum()  # test.yaml's min_samples
+    # on a CPU one call's median stands (the timer is the call itself); a short kernel's batched one beside it
+    short = summary.batch_launches > 1
+    assert (samples.timer == "device").sum() == summary.samples.sum() and (samples.timer == "host").any()
+    assert short.any() and summary.batched_median_s[short].notna().all() and (samples.timer == "batched").any()
+    assert (summary.median_s[short] != summary.batched_median_s[short]).all()
     html = (workdir / "reports/report.html").read_text()
     assert "numba-tiled" in html and "data:image/png;base64" in html
     # when the points were measured, from their rows, in the header; the spread a few slow samples cannot decide

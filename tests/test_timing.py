@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from gemmbench.measure import timing
+from gemmbench.measure import devices, timing
 
 
 def test_median_ci_is_never_below_half_the_timers_step_and_shrinks_with_n():
@@ -232,20 +232,24 @@ def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not()
     assert timing.sample_batched(Batching(), 7e-6, cfg, "hot", lambda n: prepare(n, hold=1)) == (1, None)
 
 
-def test_one_launch_samples_of_a_short_kernel_stop_at_min_samples_and_go_on_where_it_cannot_batch():
-    class Short(CountingBackend):
+def test_one_launch_samples_of_a_short_gpu_kernel_stop_at_min_samples_and_go_on_where_it_cannot_batch():
+    class Events(CountingBackend):  # a GPU's timer: CUDA events
+        BATCHES_SHORT_KERNELS = True
+
         def device_time(self, run):
             self.calls += 1
             return 5e-6 * (1 + 0.1 * (self.calls % 2))  # 5 µs a launch, too noisy to converge
 
     cfg = {"min_samples": 4, "max_samples": 50, "rel_precision": 1e-9, "budget_s": 10, "min_time_s": 0}
-    long = timing.sample(CountingBackend(), lambda: None, cfg, "hot", short_s=timing.short_s("hot"))
+    short_s = timing.short_s(Events(), "hot")
+    long = timing.sample(CountingBackend(), lambda: None, cfg, "hot", short_s=short_s)
     assert len(long.device_s) == 50  # 1 ms a launch: not short
-    short = timing.sample(Short(), lambda: None, cfg, "hot", short_s=timing.short_s("hot"))
+    short = timing.sample(Events(), lambda: None, cfg, "hot", short_s=short_s)
     assert len(short.device_s) == 4 and short.stopped_by == "short"
-    assert timing.sample(Short(), lambda: None, cfg, "hot", sampler=short) is short
+    assert timing.sample(Events(), lambda: None, cfg, "hot", sampler=short) is short
     assert len(short.device_s) == 50 and short.summary()["stopped_by"] == "max_samples"  # it went on, unbatched
-    assert timing.short_s("cold") == 0  # a cold cache is never batched: one-launch samples time it to the end
+    assert timing.short_s(Events(), "cold") == 0  # a cold cache is never batched: one-launch samples to the end
+    assert timing.short_s(devices.Backend(), "hot") == 0  # a CPU's timer is the call: one call's median stands
 
 
 def test_a_row_keeps_the_first_and_the_last_of_a_long_warm_ups_host_times():

@@ -84,7 +84,8 @@ BANDWIDTH_SLACK = 1.25  # the measured copy bandwidth is a little under the memo
 
 
 TIME_NAMES = {"median_s": "median", "min_s": "fastest sample", "single_median_s": "one-launch median",
-              "single_min_s": "fastest one-launch sample"}
+              "single_min_s": "fastest one-launch sample", "batched_median_s": "batched median",
+              "batched_min_s": "fastest batched sample"}
 
 
 def implausible(flops: float, min_bytes: float, seconds: float, device: dict, mode: str, cache: str) -> str | None:

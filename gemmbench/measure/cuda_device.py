@@ -26,6 +26,7 @@ class CudaBackend(Backend):
     device = "cuda"
     BLOCK_TIMEOUT_NS = 10 * 10**9
     TIMER_RESOLUTION_S = 0.5e-6  # cudaEventElapsedTime's documented resolution ("around 0.5 microseconds")
+    BATCHES_SHORT_KERNELS = True
 
     def __init__(self):
         import cupy

@@ -111,6 +111,9 @@ class Backend:
     xp = np
     stream = None  # what a variant's run queues its work on (a CPU has none)
     TIMER_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
+    # A short kernel is timed by batched samples where one launch per timer pair also times the timer's own gap (CUDA
+    # events); a CPU's timer is the call itself, which batched calls would time with their thread pools kept warm
+    BATCHES_SHORT_KERNELS = False
 
     def inputs(self, shapes: list[tuple], seed: int, mode: str = "fp32", scaled: bool = False) -> list:
         """Operands stored as `mode` says (registry.OPERAND_DTYPE), the same values in every mode up to rounding;

@@ -164,10 +164,11 @@ def sample(backend, run, timing: dict, cache: str, before=None, after=None, shor
 BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
 
 
-def short_s(cache: str) -> float:
-    """Where one-launch samples hand a kernel over to batched ones (sample_batched): under BATCH_TARGET_S per
-    launch, hot cache only (a batch's launches after the first would run hot)."""
-    return BATCH_TARGET_S if cache == "hot" else 0.0
+def short_s(backend, cache: str) -> float:
+    """Where one-launch samples hand a kernel over to batched ones (sample_batched), whose median is then the
+    point's: under BATCH_TARGET_S per launch, on a backend whose timer needs it (BATCHES_SHORT_KERNELS), hot cache
+    only (a batch's launches after the first would run hot). 0: never."""
+    return BATCH_TARGET_S if backend.BATCHES_SHORT_KERNELS and cache == "hot" else 0.0
 
 
 def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare) -> tuple[int, Sampler | None]:

@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 
 from gemmbench.present import tables
-from gemmbench.present.axes import flagged, readable, throttled
+from gemmbench.present.axes import baseline_first, flagged, ladder_rows, readable, several_models, throttled
 from gemmbench.present.formatting import COMPILERS, library_version, short
-from gemmbench.present.plots import baseline_first, ladder_rows, several_models
 from gemmbench.present.tables import SLOW
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 from kernels.registry import MODES

@@ -1,4 +1,6 @@
-"""Small pieces every figure uses: the modes in reading order, a placeholder figure, a log2 size axis."""
+"""Small pieces the figures and the report's tables share: the modes in reading order, the families with the baseline's
+first, the ladders' rows, a placeholder figure, a log2 size axis. Nothing here imports matplotlib until it draws: the
+report, which draws nothing, imports this and not plots.py."""
 from __future__ import annotations
 
 import math
@@ -18,6 +20,28 @@ MODE_ORDER = list(MODES)
 def modes_in(df: pd.DataFrame) -> list[str]:
     present = set(df["mode"])
     return [m for m in MODE_ORDER if m in present] + sorted(present - set(MODE_ORDER))
+
+def several_models(df: pd.DataFrame) -> pd.Series:
+    """Rows of a device kind (cuda, cpu) that ran on more than one model here: their labels name the model."""
+    return df.groupby("device")["gpu"].transform("nunique") > 1
+
+
+def baseline_first(df: pd.DataFrame) -> list[str]:
+    """The families of `df`, the baseline's (role "baseline") first."""
+    baseline = set(df.loc[df["role"] == "baseline", "family"]) if "role" in df else set()
+    return sorted(df["family"].unique(), key=lambda family: (family not in baseline, family))
+
+
+def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
+    """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
+    if ok.empty:
+        return ok
+    from gemmbench.present import views
+
+    laddered = [name for name, view in views.VIEWS.items() if "ladder" in view.figures]
+    ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_baseline"])
+    several = ok.groupby("family")["variant"].nunique()
+    return ok[ok["family"].isin(several[several > 1].index)]
 
 
 def placeholder(title: str, text: str) -> plt.Figure:

@@ -19,12 +19,13 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                        "wall time per call (a CPU run: no device timer)",
         "Host time": "median wall time of one call including launch and synchronisation, over the warm-up "
                      "launches after the first",
-        "Batched time": f"a kernel under {BATCH_TARGET_S * 1e6:.0f} µs with a hot cache is timed per launch over as "
-                        f"many launches in a row (between one pair of events on a GPU) as span "
+        "Batched time": f"on a GPU, a kernel under {BATCH_TARGET_S * 1e6:.0f} µs with a hot cache is timed per launch "
+                        f"over as many launches in a row (between one pair of events) as span "
                         f"{BATCH_TARGET_S * 1e6:.0f} µs, each launch on its own inputs and output: one launch per "
                         f"event pair would also time the gap the events leave. Its median (median_s, which every "
                         f"figure and ratio uses; batched_median_s) comes from those samples; its first "
-                        f"{timing['min_samples']} one-launch samples only size the batch (single_median_s)",
+                        f"{timing['min_samples']} one-launch samples only size the batch (single_median_s). On a CPU, "
+                        f"whose timer is the call itself, one call's median stands, the batched one beside it",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
                     f"points back to back, so only its first point waits that long); on a GPU the warm-up goes on, in "

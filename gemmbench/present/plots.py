@@ -19,7 +19,16 @@ from matplotlib import ticker
 from gemmbench import workloads
 from gemmbench.measure import checking
 from gemmbench.present import views
-from gemmbench.present.axes import figure_problems, log2_size_axis, modes_in, placeholder, readable
+from gemmbench.present.axes import (
+    baseline_first,
+    figure_problems,
+    ladder_rows,
+    log2_size_axis,
+    modes_in,
+    placeholder,
+    readable,
+    several_models,
+)
 from gemmbench.present.tables import per_workload
 
 log = logging.getLogger("gemmbench")
@@ -93,10 +102,6 @@ def plot_all(summary: pd.DataFrame, validation: pd.DataFrame, devices: list[dict
 def _of_workload(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     return df[df["workload"] == workload] if "workload" in df else df
 
-
-def several_models(df: pd.DataFrame) -> pd.Series:
-    """Rows of a device kind (cuda, cpu) that ran on more than one model here: their labels name the model."""
-    return df.groupby("device")["gpu"].transform("nunique") > 1
 
 
 def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
@@ -173,11 +178,6 @@ def _fit_log_axis(ax: plt.Axes, values=None) -> None:
                     (0.01, 0.02), xycoords="axes fraction", fontsize=8, color="tab:red")
 
 
-def baseline_first(df: pd.DataFrame) -> list[str]:
-    """The families of `df`, the baseline's (role "baseline") first."""
-    baseline = set(df.loc[df["role"] == "baseline", "family"]) if "role" in df else set()
-    return sorted(df["family"].unique(), key=lambda family: (family not in baseline, family))
-
 
 def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
     """One line per variant (its colour and marker, the same in every figure) and mode (line style); the legend
@@ -227,15 +227,6 @@ def _pct_of_baseline(ok: pd.DataFrame) -> plt.Figure:
 
     return _family_grid(compared, draw, "Speed relative to cuBLAS (same GPU, shape, mode), per family", "% of cuBLAS")
 
-
-def ladder_rows(ok: pd.DataFrame) -> pd.DataFrame:
-    """Benchmarked (sweep) points of the families with several variants (their ladders), with a % of cuBLAS."""
-    if ok.empty:
-        return ok
-    laddered = [name for name, view in views.VIEWS.items() if "ladder" in view.figures]
-    ok = ok[(ok["role"] != "baseline") & ok["workload"].isin(laddered)].dropna(subset=["pct_of_baseline"])
-    several = ok.groupby("family")["variant"].nunique()
-    return ok[ok["family"].isin(several[several > 1].index)]
 
 
 def _ladder(ok: pd.DataFrame) -> plt.Figure:

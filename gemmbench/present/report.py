@@ -22,9 +22,9 @@ from gemmbench.present.analysis import (
     skipped,
     validation_matrix,
 )
+from gemmbench.present.axes import ladder_rows
 from gemmbench.present.counters import profile_sections
 from gemmbench.present.formatting import device_name, flatten, readable_device, table
-from gemmbench.present.plots import ladder_rows
 from gemmbench.workloads import SHAPE_COLUMNS, shape_text
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "workflow/report/report.html.j2"

@@ -87,8 +87,10 @@ SPREAD_COLUMNS = ("noise", "iqr_rel", "slow_samples")
 
 
 def timed_samples(row: dict) -> list:
-    """The samples a row's median came from: its batched ones where it was batched, else its one-launch ones."""
-    return row.get("sample_batched_s") or row.get("sample_device_s") or []
+    """The samples a row's median came from: its batched ones where its median is theirs (a short kernel on a GPU),
+    else its one-launch ones."""
+    batched = row.get("batched_median_s") is not None and row.get("median_s") == row.get("batched_median_s")
+    return (row.get("sample_batched_s") if batched else row.get("sample_device_s")) or []
 
 
 def with_spread(summary: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:

@@ -50,8 +50,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
 
         with backend.watch() as window:
             ledger.guard = guard.Guard()  # the watch's own thread runs already
-            single = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after,
-                                   timing.short_s(task.cache))
+            short_s = timing.short_s(backend, task.cache)
+            single = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, short_s)
             launches, batched = timing.sample_batched(backend, single.summary()["median_s"], task.timing, task.cache,
                                                       batches)
             if single.stopped_by == "short" and not batched:  # no room to batch: one-launch samples time it
@@ -61,17 +61,19 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
             checking_start = time.perf_counter()
             audited = _audit(backend, run, ledger, sampled_s)
         after, clocks = backend.telemetry(), window.summary()
-    # a kernel under BATCH_TARGET_S is timed by its batched samples (one launch per event pair also times the gap
-    # the events leave); its few one-launch samples only sized the batch
-    summary = (batched or single).summary()
+    # a kernel under BATCH_TARGET_S on a GPU is timed by its batched samples (one launch per event pair also times
+    # the gap the events leave); its few one-launch samples only sized the batch. On a CPU they stand beside.
+    headline = batched if batched and short_s else single
+    summary = headline.summary()
     problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
     timing.LOAD.end()  # the held outputs' fp64 references kept the device busy too
     host_median_s = float(np.median(host_s[1:] or host_s))
     if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
         problem = _host_disagrees(summary["median_s"], host_median_s)
     times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
-    if batched:
-        times.update(single_median_s=float(np.median(single.device_s)), single_min_s=min(single.device_s))
+    for name, beside in (("single", single), ("batched", batched)):  # every reported time gated
+        if beside and beside is not headline:
+            times.update({f"{name}_median_s": float(np.median(beside.device_s)), f"{name}_min_s": min(beside.device_s)})
     refused, gate = checking.gate(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode), times,
                                   device or {}, task.mode, task.cache)
     if not problem and refused:
@@ -81,7 +83,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     clock_drop = bool(before and clocks["sm_clock_min_mhz"] < 0.95 * before["sm_clock_mhz"])
     return {
         "status": "ok",
-        "message": f"{summary['samples']} samples" + (f" of {launches} launches" if batched else "")
+        "message": f"{summary['samples']} samples" + (f" of {launches} launches" if headline is batched else "")
                    + f", median ±{summary['median_ci_rel']:.2%}"
                    + ("" if summary["converged"] else
                       f", precision target not met (stopped by {summary['stopped_by']})")
@@ -105,7 +107,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "kernel_s": kernel_s,  # the sampled launches' own device time
         "check_s": time.perf_counter() - checking_start, "audit_launches": audited,
         "checked_launches": ledger.launches,
-        "batch_launches": launches, "batched_median_s": summary["median_s"] if batched else None,
+        "batch_launches": launches, "batched_median_s": batched.summary()["median_s"] if batched else None,
         "single_median_s": float(np.median(single.device_s)),  # one launch between the events
         "sample_device_s": single.device_s, "sample_batched_s": batched.device_s if batched else [],
         "warmup_host_s": _kept(host_s), "params": json.dumps(params),
