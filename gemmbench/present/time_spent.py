@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-CPU_STAGES = ("tune_compile", "build", "aggregate")  # beside them (compiles, builds) or after them (aggregate)
+CPU_STAGES = ("tune_compile", "build", "aggregate", "plot")  # beside them (compiles, builds) or after them
 
 # The parts of the measure jobs' time, in the order they are drawn, each with what it is
 MEASURE_PARTS = {

@@ -17,6 +17,8 @@ rule plot:
         svg=[f"reports/figures/{name}.svg" for name in FIGURES],
     log:
         "results/logs/plot.log",
+    benchmark:
+        "results/benchmarks/plot/plot.tsv"
     conda:
         "../../environment.yml"
     threads: len(FIGURES)  # one process per figure
