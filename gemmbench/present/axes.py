@@ -21,6 +21,7 @@ def modes_in(df: pd.DataFrame) -> list[str]:
     present = set(df["mode"])
     return [m for m in MODE_ORDER if m in present] + sorted(present - set(MODE_ORDER))
 
+
 def several_models(df: pd.DataFrame) -> pd.Series:
     """Rows of a device kind (cuda, cpu) that ran on more than one model here: their labels name the model."""
     return df.groupby("device")["gpu"].transform("nunique") > 1

@@ -103,7 +103,6 @@ def _of_workload(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     return df[df["workload"] == workload] if "workload" in df else df
 
 
-
 def _with_labels(df: pd.DataFrame) -> pd.DataFrame:
     """Add `series` (family/variant, plus the GPU model or cache where they vary) and `size` columns."""
     if df.empty:
@@ -178,7 +177,6 @@ def _fit_log_axis(ax: plt.Axes, values=None) -> None:
                     (0.01, 0.02), xycoords="axes fraction", fontsize=8, color="tab:red")
 
 
-
 def _variant_lines(ax: plt.Axes, rows: pd.DataFrame, y: str) -> None:
     """One line per variant (its colour and marker, the same in every figure) and mode (line style); the legend
     names each variant once, without the family's name, and each line style once."""
@@ -226,7 +224,6 @@ def _pct_of_baseline(ok: pd.DataFrame) -> plt.Figure:
             ax.set_ylim(0, max(110, rows["pct_of_baseline"].max() * 1.05))
 
     return _family_grid(compared, draw, "Speed relative to cuBLAS (same GPU, shape, mode), per family", "% of cuBLAS")
-
 
 
 def _ladder(ok: pd.DataFrame) -> plt.Figure:

@@ -229,16 +229,21 @@ def read(path) -> pd.DataFrame:
     return _with_interval(frame)
 
 
+def timed_median(frame: pd.DataFrame) -> pd.Series:
+    """Each row's median as this tree reports it: a table from before single_median_s has a short GPU kernel's
+    one-launch median in median_s, and the batched one, which this tree reports, beside it."""
+    if "single_median_s" in frame or "batched_median_s" not in frame:
+        return frame["median_s"]
+    return frame["batched_median_s"].where(frame["device"] == "cuda").fillna(frame["median_s"])
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, min_size: int = 1024) -> pd.DataFrame:
     """The points both summaries measured successfully (same GPU model, variant, mode, shape; the smallest of the
     point's sizes at least `min_size`), with diff_pct = how much longer b's median device time is, and same_gpu
     (both on one GPU, by UUID)."""
     def ok_points(frame):
         columns = COMPARE_KEYS + ["gpu_uuid", "median_s", "sm_clock_mhz", "throttle_reasons", "throttled", "noise"]
-        # a short kernel's batched median: median_s now, and beside a one-launch median_s in tables from before
-        batched = frame["batched_median_s"] if "batched_median_s" in frame else pd.Series(np.nan, frame.index)
-        return frame.assign(median_s=batched.fillna(frame["median_s"])).query("status == 'ok'").reindex(
-            columns=columns)
+        return frame.assign(median_s=timed_median(frame)).query("status == 'ok'").reindex(columns=columns)
 
     both = ok_points(a).merge(ok_points(b), on=COMPARE_KEYS, suffixes=("_a", "_b"))
     both = both[both[list(SHAPE_COLUMNS)].min(axis=1) >= min_size]

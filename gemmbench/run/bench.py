@@ -63,17 +63,18 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         after, clocks = backend.telemetry(), window.summary()
     # a kernel under BATCH_TARGET_S on a GPU is timed by its batched samples (one launch per event pair also times
     # the gap the events leave); its few one-launch samples only sized the batch. On a CPU they stand beside.
+    one, many = single.summary(), batched.summary() if batched else None
     headline = batched if batched and short_s else single
-    summary = headline.summary()
+    summary = many if headline is batched else one
     problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
     timing.LOAD.end()  # the held outputs' fp64 references kept the device busy too
     host_median_s = float(np.median(host_s[1:] or host_s))
     if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
         problem = _host_disagrees(summary["median_s"], host_median_s)
     times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
-    for name, beside in (("single", single), ("batched", batched)):  # every reported time gated
-        if beside and beside is not headline:
-            times.update({f"{name}_median_s": float(np.median(beside.device_s)), f"{name}_min_s": min(beside.device_s)})
+    for name, beside in (("single", one), ("batched", many)):  # every reported time gated
+        if beside and beside is not summary:
+            times.update({f"{name}_median_s": beside["median_s"], f"{name}_min_s": beside["min_s"]})
     refused, gate = checking.gate(workload.flops(point.sizes), workload.min_bytes(point.sizes, task.mode), times,
                                   device or {}, task.mode, task.cache)
     if not problem and refused:
@@ -107,8 +108,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "kernel_s": kernel_s,  # the sampled launches' own device time
         "check_s": time.perf_counter() - checking_start, "audit_launches": audited,
         "checked_launches": ledger.launches,
-        "batch_launches": launches, "batched_median_s": batched.summary()["median_s"] if batched else None,
-        "single_median_s": float(np.median(single.device_s)),  # one launch between the events
+        "batch_launches": launches, "batched_median_s": many["median_s"] if many else None,
+        "single_median_s": one["median_s"],  # one launch between the events
         "sample_device_s": single.device_s, "sample_batched_s": batched.device_s if batched else [],
         "warmup_host_s": _kept(host_s), "params": json.dumps(params),
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
