@@ -77,6 +77,38 @@ def test_cold_cache_flush_runs_outside_the_timed_region(cuda):
     assert cuda.device_time(lambda: a @ b) > 0
 
 
+@pytest.mark.parametrize("mode, shapes", [("fp32", [(65, 33), (33, 47)]), ("bf16", [(65, 33), (33, 47)]),
+                                          ("fp32", [(40, 24), (24, 16), (16, 9)])])
+def test_a_batchs_sets_hold_their_keys_content_and_each_launchs_test_sees_its_own_output(cuda, mode, shapes):
+    """One launch per step refreshes every set of a batch: each set's inputs are what its keys make (the keys a drawn
+    sample's inputs are made again from), its output poisoned, and Freivalds' test of each set sees its own output."""
+    from gemmbench.measure import checking
+
+    cupy, launches = cuda.cupy, 3
+    outputs = [cuda.poisoned_output((shapes[0][0], shapes[-1][1])) for _ in range(launches)]
+    sets = cuda.sets([cuda.inputs(shapes, seed, mode) for seed in range(launches)], [o for o, _ in outputs],
+                     [b for _, b in outputs])
+    sets.refresh(20261129)
+    for j in range(launches):
+        assert bool(cupy.isnan(sets.outs[j]).all())
+        for x, key in zip(sets.operands[j], sets.keys(j)):
+            again = x.copy()
+            cuda.fill_random(again, key)
+            assert bool((again == x).all())
+        product = devices.widened(cupy, sets.operands[j][0])
+        for x in sets.operands[j][1:]:
+            product = product @ devices.widened(cupy, x)
+        sets.outs[j][...] = product.astype(cupy.float32)
+    assert not bool((sets.operands[0][0] == sets.operands[1][0]).all())
+    sets.outs[1][:4, :4] = 0
+    into = cupy.zeros((launches, 2), dtype=cupy.float64)
+    sets.project(into)
+    k = max(x.shape[0] for x in sets.operands[0][1:])
+    verdicts = [checking.projection_verdict([tuple(r)], mode, k) for r in cupy.asnumpy(into)]
+    assert verdicts[0] is None and verdicts[2] is None, verdicts
+    assert "not the product of its inputs" in verdicts[1]
+
+
 LADDERS = sorted(k for k, v in registry.load().items()
                  if v.family in ("cupy", "numba", "tvm") and v.workload == "gemm" and not v.tuner and "fp32" in v.modes)
 B2B = sorted(k for k, v in registry.load().items() if v.workload == "b2b" and v.device == "cuda")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmbench.measure import provenance
-from gemmbench.measure.devices import FLOP_PER_CLOCK_PER_SM, Backend, ClockWatch, cpu_model
+from gemmbench.measure.devices import FLOP_PER_CLOCK_PER_SM, Backend, ClockWatch, Sets, cpu_model
 
 HERE = Path(__file__).parent
 
@@ -40,7 +40,7 @@ class CudaBackend(Backend):
         self.flags = np.frombuffer(self._flags_mem, dtype=np.int32, count=2)
         self._blocker = cupy.RawKernel((HERE / "cuda_blocking.cu").read_text(), "block_stream")
         self._checks = cupy.RawModule(code=(HERE / "cuda_checks.cu").read_text(), options=("-std=c++17",))
-        self._functions, self._vectors = {}, {}
+        self._functions = {}
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
         device = cupy.cuda.Device()
         self._sms = device.attributes["MultiProcessorCount"]
@@ -60,46 +60,12 @@ class CudaBackend(Backend):
             function = self._functions[name] = self._checks.get_function(name)
         return function
 
-    def _vector(self, name: str, n: int):
-        """A float64 scratch vector, reused: every use is queued on self.stream, in order, and read before the next
-        use of its name overwrites it."""
-        vector = self._vectors.get((name, n))
-        if vector is None:
-            vector = self._vectors[name, n] = self.cupy.empty(n, dtype=self.cupy.float64)
-        return vector
-
     def fill_random(self, x, key: int) -> None:
         name = "fill_f32" if x.dtype == self.cupy.float32 else "fill_bf16"
         self._function(name)(*self._grid(x.size), (x, np.uint64(x.size), np.uint64(key)), stream=self.stream)
 
-    def project_inputs(self, operands: list, n: int, key: int, reuse: tuple | None = None) -> tuple:
-        # reused vectors: a sample's allocations cost host time, which short kernels' accounting is made of
-        x, z, s2 = reuse or (self.cupy.empty(n, dtype=self.cupy.float64), None, None)
-        v, w = x, self._vector("ones", n)
-        self._function("signs")(*self._grid(n), (x, w, np.uint64(n), np.uint64(key)), stream=self.stream)
-        for step, m in enumerate(reversed(operands)):
-            rows = m.shape[0]
-            if step == len(operands) - 1:  # the last product is this launch's to keep until its output is tested
-                z = z if z is not None else self.cupy.empty(rows, dtype=self.cupy.float64)
-                s2 = s2 if s2 is not None else self.cupy.empty(rows, dtype=self.cupy.float64)
-                self._matvec2(m, v, w, z, s2)
-            else:
-                v, w = self._matvec2(m, v, w, self._vector(f"z{step}", rows), self._vector(f"s{step}", rows))
-        return x, z, s2
-
-    def project_output(self, out, projected: tuple, into) -> None:
-        x, z, s2 = projected
-        rows = out.shape[0]
-        y, _ = self._matvec2(out, x, x, self._vector("y", rows), self._vector("y2", rows))
-        self._function("residuals")((1,), (1024,), (y, z, s2, np.int64(len(y)), into), stream=self.stream)
-
-    def _matvec2(self, m, v, w, mv, m2w):
-        """(m·v, (m∘m)·w) in float64, into mv and m2w."""
-        rows, cols = m.shape
-        name = "matvec2_f32" if m.dtype == self.cupy.float32 else "matvec2_bf16"
-        self._function(name)((-(-rows * 32 // 256),), (256,), (m, np.int64(rows), np.int64(cols), v, w, mv, m2w),
-                             stream=self.stream)
-        return mv, m2w
+    def sets(self, operands: list[list], outs: list, buffers: list) -> "CudaSets":
+        return CudaSets(self, operands, outs, buffers)
 
     def digest(self, x, salt: int) -> int:
         words = x.reshape(-1).view(self.cupy.uint32)
@@ -238,6 +204,63 @@ class CudaBackend(Backend):
                {"peak_unknown": f"compute capability {cc} is not in the table of rates: timings are not gated"}),
             "versions": versions,
         }
+
+
+class CudaSets(Sets):
+    """A sample's sets on the device: each step of their refresh and their tests one launch for all of them (a
+    batch's 8 steps per launch from Python cost more host time than its short kernels take on the device), matrices
+    reached through tables of their pointers, vectors in one array per step (a row per set). Every launch is queued
+    on the harness's stream, in order."""
+
+    def __init__(self, backend: CudaBackend, operands: list[list], outs: list, buffers: list):
+        super().__init__(backend, operands, outs, buffers)
+        cupy = backend.cupy
+
+        def table(arrays):
+            return cupy.asarray(np.array([a.data.ptr for a in arrays], dtype=np.uint64))
+        count, chain = len(outs), list(reversed(range(len(operands[0]))))  # A·(B·x): the last operand first
+        self._tables = [table([ops[i] for ops in operands]) for i in range(len(operands[0]))]
+        self._outs = table(outs)
+        n = outs[0].shape[-1]
+        vectors = lambda length: cupy.empty((count, length), dtype=cupy.float64)  # noqa: E731
+        self._x, self._ones = vectors(n), cupy.empty(n, dtype=cupy.float64)
+        # each step's (M·v, (M∘M)·w) per set; the last step's are z and s2, kept until the outputs are tested
+        self._steps = [(i, vectors(operands[0][i].shape[0]), vectors(operands[0][i].shape[0])) for i in chain]
+        self._y, self._y2 = vectors(outs[0].shape[0]), vectors(outs[0].shape[0])
+
+    def refresh(self, base: int) -> None:
+        b, nops, self.base = self.backend, len(self.operands[0]), base
+        for i, table in enumerate(self._tables):
+            x = self.operands[0][i]
+            name = "fill_sets_f32" if x.dtype == b.cupy.float32 else "fill_sets_bf16"
+            self._launch(name, x.size, (table, np.uint64(x.size), np.uint64(base), np.uint64(i)))
+        n = self._ones.size
+        self._launch("signs_sets", n, (self._x, self._ones, np.uint64(n), np.uint64(base), np.uint64(nops)))
+        v, v_pitch, w, w_pitch = self._x, n, self._ones, 0
+        for i, mv, m2w in self._steps:
+            self._matvec2(self._tables[i], self.operands[0][i], v, v_pitch, w, w_pitch, mv, m2w)
+            v, w = mv, m2w
+            v_pitch = w_pitch = mv.shape[1]
+        self._launch("poison_sets", self.outs[0].size, (self._outs, np.uint64(self.outs[0].size)))
+
+    def project(self, into) -> None:
+        n = self._x.shape[1]
+        self._matvec2(self._outs, self.outs[0], self._x, n, self._x, n, self._y, self._y2)
+        _, z, s2 = self._steps[-1]
+        self.backend._function("residuals")((len(self),), (1024,), (self._y, z, s2, np.int64(z.shape[1]), into),
+                                            stream=self.backend.stream)
+
+    def _launch(self, name: str, n: int, args: tuple) -> None:
+        """An elementwise kernel over n elements of every set."""
+        (blocks,), threads = self.backend._grid(n)
+        self.backend._function(name)((blocks, len(self)), threads, args, stream=self.backend.stream)
+
+    def _matvec2(self, table, like, v, v_pitch, w, w_pitch, mv, m2w) -> None:
+        rows, cols = like.shape
+        name = "matvec2_f32" if like.dtype == self.backend.cupy.float32 else "matvec2_bf16"
+        self.backend._function(name)((-(-rows * 32 // 256), len(self)), (256,),
+                                     (table, np.int64(rows), np.int64(cols), v, np.int64(v_pitch), w,
+                                      np.int64(w_pitch), mv, m2w), stream=self.backend.stream)
 
 
 def _nvml_handle(pci_bus_id: str):

@@ -104,6 +104,61 @@ def _residuals(y, z, s2) -> tuple:
     return np.max(rows), np.linalg.norm(d) / (norm if norm > 0 else 1.0)
 
 
+MASK64 = (1 << 64) - 1
+GOLDEN64 = 0x9E3779B97F4A7C15
+KEYS_PER_LAUNCH = 16  # content keys a batch's launch may derive: one per operand, one for its test's signs
+
+
+def mix64(z: int) -> int:
+    """splitmix64's finaliser (cuda_checks.cu's `mix`)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def set_key(base: int, launch: int, index: int) -> int:
+    """The content key of input `index` of a sample's launch `launch` (index = its operand count: the signs of its
+    test's vector), all from one key drawn per sample: the device derives the same (cuda_checks.cu's `set_key`), so
+    a batch's sets are refreshed by one launch per operand, and a drawn sample's inputs are made again from theirs."""
+    return mix64((base + (launch * KEYS_PER_LAUNCH + index + 1) * GOLDEN64) & MASK64)
+
+
+class Sets:
+    """The inputs and outputs of a sample's launches (one, or a batch's: each launch its own), refreshed and tested
+    together (measure/ledger.py), their content keyed by one key per sample (`base`). Here one launch at a time
+    (NumPy); the CUDA backend's do each step for every launch at once."""
+
+    def __init__(self, backend, operands: list[list], outs: list, buffers: list):
+        if len(operands[0]) >= KEYS_PER_LAUNCH:
+            raise ValueError(f"a launch of {len(operands[0])} operands: at most {KEYS_PER_LAUNCH - 1} are keyed")
+        self.backend, self.operands, self.outs, self.buffers = backend, operands, outs, buffers
+        self.base = None
+        self._projected = [None] * len(outs)
+
+    def __len__(self) -> int:
+        return len(self.outs)
+
+    def keys(self, launch: int) -> list[int]:
+        """The content keys of launch `launch`'s inputs now."""
+        return [set_key(self.base, launch, i) for i in range(len(self.operands[launch]))]
+
+    def refresh(self, base: int) -> None:
+        """Before the launches: fresh content for every input (keys from `base`), the inputs' half of Freivalds'
+        test, every output poisoned."""
+        self.base = base
+        for j, (ops, out) in enumerate(zip(self.operands, self.outs)):
+            for x, key in zip(ops, self.keys(j)):
+                self.backend.fill_random(x, key)
+            self._projected[j] = self.backend.project_inputs(ops, out.shape[-1], set_key(base, j, len(ops)),
+                                                             self._projected[j])
+            out.fill(self.backend.xp.nan)
+
+    def project(self, into) -> None:
+        """After them: each output's half of the test, into its row of `into` (len(self) rows of two)."""
+        for j, out in enumerate(self.outs):
+            self.backend.project_output(out, self._projected[j], into[j])
+
+
 class Backend:
     """Array namespace `xp`, inputs, NaN-poisoned outputs, fp64 reference, clocks, facts."""
 
@@ -157,6 +212,10 @@ class Backend:
         (_residuals). O(n²) in all, where the product is O(n³)."""
         x, z, s2 = projected
         into[:] = _residuals(out.astype(np.float64) @ x, z, s2)
+
+    def sets(self, operands: list[list], outs: list, buffers: list) -> Sets:
+        """The launches of a sample, each with its operands and output (in its guarded buffer)."""
+        return Sets(self, operands, outs, buffers)
 
     def digest(self, x, salt: int) -> int:
         """A keyed hash of x's bytes (the harness's references are checked against theirs before each use)."""

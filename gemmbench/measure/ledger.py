@@ -47,23 +47,6 @@ def _written_later(flat) -> bool:
     return False
 
 
-class Set:
-    """The inputs and the output of one launch, and the keys of the inputs' content now."""
-
-    def __init__(self, operands: list, out, buffer):
-        self.operands, self.out, self.buffer, self.keys, self.projected = operands, out, buffer, [], None
-
-    def refresh(self, backend, draws: random.Random) -> None:
-        """Before a launch on this set: fresh content for every input, the inputs' half of Freivalds' test, the
-        output poisoned."""
-        self.keys = [draws.getrandbits(64) for _ in self.operands]
-        for x, key in zip(self.operands, self.keys):
-            backend.fill_random(x, key)
-        self.projected = backend.project_inputs(self.operands, self.out.shape[-1], draws.getrandbits(64),
-                                                self.projected)
-        self.out.fill(backend.xp.nan)
-
-
 class Ledger:
     """The inputs and outputs of a point's timed launches, and what each sample left (see the module's docstring).
     `guard`, once set (when sampling starts), says after each sample what changed in the process while it was timed
@@ -71,8 +54,8 @@ class Ledger:
 
     def __init__(self, backend, operands: list, out, buffer, seed: int):
         self.backend, self.xp, self.guard = backend, backend.xp, None
-        self.main = Set(operands, out, buffer)  # one-launch samples
-        self.batch_sets: list[Set] = []
+        self.main = backend.sets([operands], [out], [buffer])  # one-launch samples
+        self.batched = None  # batched samples' sets (devices.Sets), once `batch` made them
         self.draws = random.Random(seed ^ random.SystemRandom().getrandbits(64))
         self.residuals = self.xp.zeros((0, 2), dtype=self.xp.float64)  # per launch, filled on the device
         self.launches = 0  # launches tested so far
@@ -83,84 +66,79 @@ class Ledger:
 
     @property
     def operands(self) -> list:
-        return self.main.operands
+        return self.main.operands[0]
 
     @property
     def out(self):
-        return self.main.out
+        return self.main.outs[0]
 
     # one launch per sample
 
     def before(self) -> None:
         """Outside the timed region, before a one-launch sample: fresh inputs, the output poisoned."""
-        self.main.refresh(self.backend, self.draws)
+        self.main.refresh(self.draws.getrandbits(64))
 
     def after(self) -> None:
         """Outside the timed region, after a sample: the output probed (CPU), its test queued, maybe held."""
-        self._probe([self.main])
-        self._take([self.main])
+        self._probe(self.main)
+        self._take(self.main)
 
     # several launches per sample
 
     def batch(self, launches: int) -> int:
         """Sets for batches of `launches` (each launch its own inputs and output), fewer where they would take more
         than BATCH_MEMORY; returns the launches per batch (1: do not batch)."""
-        first = self.main
-        per_set = sum(x.nbytes for x in first.operands) + first.buffer.nbytes
+        per_set = sum(x.nbytes for x in self.operands) + self.main.buffers[0].nbytes
         launches = min(launches, BATCH_MEMORY // max(per_set, 1))
         if launches > 1:
-            self.batch_sets = [Set([x.copy() for x in first.operands], *self.backend.poisoned_output(first.out.shape))
-                               for _ in range(launches)]
+            outputs = [self.backend.poisoned_output(self.out.shape) for _ in range(launches)]
+            self.batched = self.backend.sets([[x.copy() for x in self.operands] for _ in range(launches)],
+                                             [out for out, _ in outputs], [buffer for _, buffer in outputs])
         return max(launches, 1)
 
     def before_batch(self) -> None:
-        for s in self.batch_sets:
-            s.refresh(self.backend, self.draws)
+        self.batched.refresh(self.draws.getrandbits(64))
         self._launch = 0
 
     def batch_run(self, run):
         """run(operands, out) on each batch set in turn, one per call."""
         def launch():
-            s = self.batch_sets[self._launch % len(self.batch_sets)]
+            j = self._launch % len(self.batched)
             self._launch += 1
-            run(s.operands, s.out)
+            run(self.batched.operands[j], self.batched.outs[j])
         return launch
 
     def after_batch(self) -> None:
-        self._probe(self.batch_sets)
-        self._take(self.batch_sets)
+        self._probe(self.batched)
+        self._take(self.batched)
 
-    def _probe(self, sets: list[Set]) -> None:
+    def _probe(self, sets) -> None:
         """First thing after the timer stopped: whether the process changed while the sample was timed; then, on a
         CPU, drawn elements of each output must hold a value."""
         if self.guard and self.changed is None:
             self.changed = self.guard.changed()
         if self.backend.device == "cpu":
-            for s in sets:
-                flat = s.out.reshape(-1)
+            for out in sets.outs:
+                flat = out.reshape(-1)
                 picks = [self.draws.randrange(flat.size) for _ in range(min(PROBES, flat.size))]
                 if np.isnan(flat[picks]).any() and _written_later(flat):
                     self.incomplete.append(self.samples + 1)
                     break
 
-    def _take(self, sets: list[Set]) -> None:
+    def _take(self, sets) -> None:
         need = self.launches + len(sets)
         if need > len(self.residuals):  # grown by doubling; the tests' results stay on the device until the end
             grown = self.xp.zeros((max(2 * len(self.residuals), need, 64), 2), dtype=self.xp.float64)
             grown[:self.launches] = self.residuals[:self.launches]
             self.residuals = grown
-        for s in sets:
-            self.backend.project_output(s.out, s.projected, self.residuals[self.launches])
-            self.launches += 1
+        sets.project(self.residuals[self.launches:need])
+        self.launches = need
         self.samples += 1
         # reservoir sampling: each sample so far is held with the same chance, HELD / samples
-        chosen = sets[self.draws.randrange(len(sets))]
-        if len(self.held) < HELD:
-            self.held.append((self.samples, list(chosen.keys), chosen.out.copy()))
-        else:
-            slot = self.draws.randrange(self.samples)
-            if slot < HELD:
-                self.held[slot] = (self.samples, list(chosen.keys), chosen.out.copy())
+        chosen = self.draws.randrange(len(sets))
+        slot = len(self.held) if len(self.held) < HELD else self.draws.randrange(self.samples)
+        if slot < HELD:
+            self.held[slot:slot + 1] = [(self.samples, sets.keys(chosen), sets.outs[chosen].copy())]
 
     # afterwards
 
@@ -178,11 +156,11 @@ class Ledger:
     def held_outputs(self):
         """(what it is, its inputs made again from their keys, its output) of each drawn sample; the inputs are the
         one-launch set's arrays, filled anew for each."""
-        inputs = self.main.operands
+        inputs = self.operands
         for sample, keys, out in self.held:
             for x, key in zip(inputs, keys):
                 self.backend.fill_random(x, key)
             yield f"sample {sample} of {self.samples} (drawn at random)", inputs, out
 
     def buffers(self) -> list:
-        return [s.buffer for s in [self.main, *self.batch_sets]]
+        return self.main.buffers + (self.batched.buffers if self.batched else [])
