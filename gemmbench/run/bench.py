@@ -40,8 +40,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         if outside:
             return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
                     "params": json.dumps(params)}
-        host_median_s = float(np.median(host_s[1:] or host_s))
-        settle_s = timing.settle(backend, run, warming, host_median_s)
+        settle_s = timing.settle(backend, run, warming)
         before = backend.telemetry()
         sampling = time.perf_counter()
 
@@ -69,6 +68,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     summary = many if headline is batched else one
     problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
     timing.LOAD.end()  # the held outputs' fp64 references kept the device busy too
+    host_median_s = float(np.median(host_s[1:] or host_s))
     if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
         problem = _host_disagrees(summary["median_s"], host_median_s)
     times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}

@@ -67,10 +67,11 @@ def _backend(device: str):
         before = guard.native_threads()
         if device == "cuda":
             # a context made while another process times kernels on this GPU would stall them (gpus.quiet); only
-            # its making waits (cudaFree(0) makes it), the backend's modules and buffers load into it after
-            with gpus.quiet(exclusive=False):
-                import cupy
+            # its making holds the lock (cudaFree(0) makes it): not CuPy's import (seconds on a host busy with the
+            # run's compiles), and the backend's modules and buffers load into it after
+            import cupy
 
+            with gpus.quiet(exclusive=False):
                 cupy.cuda.runtime.free(0)
         _backends[device] = _create(device)
         HARNESS_THREADS.update(guard.native_threads() - before)
