@@ -4,8 +4,9 @@ A kernel can be right when it is checked and fast when it is not: it may skip wo
 keep results by its inputs' addresses or content, or leave work for after the timer stops. So, outside the timed
 region of every sample:
 
-- the inputs get fresh random content, from keys drawn by a generator seeded from the operating system (the variant
-  sees neither seed nor keys), and the output is poisoned (NaN): no product kept from an earlier launch, whatever it
+- the inputs get fresh random content, from a key per sample drawn by a generator seeded from the operating system
+  and each launch's keys derived from it (devices.set_key; the variant sees neither seed nor keys), and the output is
+  poisoned (NaN): no product kept from an earlier launch, whatever it
   is keyed by (address, content, sign, scale, permutation), is the product of these inputs, and every element must
   be written again;
 - Freivalds' test: A·(B·x) in float64 for x of random signs is queued before the launch (so a variant that writes
@@ -19,7 +20,8 @@ region of every sample:
   value when the timer has stopped (work handed to a thread that finishes later shows as NaN there).
 
 Batched samples (several launches between one pair of events) give every launch its own inputs and poisoned output,
-each refreshed, tested and drawn alike.
+each refreshed, tested and drawn alike; on a GPU each step of that takes one launch for all of a sample's launches
+(cuda_device.CudaSets), as Python's launch of a small kernel takes longer than a short kernel runs.
 """
 from __future__ import annotations
 
