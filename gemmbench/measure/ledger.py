@@ -6,9 +6,8 @@ region of every sample:
 
 - the inputs get fresh random content, from a key per sample drawn by a generator seeded from the operating system
   and each launch's keys derived from it (devices.set_key; the variant sees neither seed nor keys), and the output is
-  poisoned (NaN): no product kept from an earlier launch, whatever it
-  is keyed by (address, content, sign, scale, permutation), is the product of these inputs, and every element must
-  be written again;
+  poisoned (NaN): no product kept from an earlier launch, whatever it is keyed by (address, content, sign, scale,
+  permutation), is the product of these inputs, and every element must be written again;
 - Freivalds' test: A·(B·x) in float64 for x of random signs is queued before the launch (so a variant that writes
   its inputs cannot make them agree with its output) and C·x right behind it, on the same stream (O(n²) where the
   product is O(n³)), each row within the error bound of the mode (checking.projection_verdict). A kept product, a
