@@ -141,9 +141,8 @@ class RareSwap:
     def __call__(self, artifact, a, b, c, stream):
         self.matmul(a, b, out=c)
         self.calls += 1
-        if self.calls % 16 == 0:
-            first, last = c[0, 0].copy(), c[-1, -1].copy()
-            c[0, 0], c[-1, -1] = last, first
+        first, last = c[0, 0].copy(), c[-1, -1].copy()  # the same kernels on every call (see RareRace)
+        c[0, 0], c[-1, -1] = (last, first) if self.calls % 16 == 0 else (first, last)
 
 
 class _UnresetCounter:
