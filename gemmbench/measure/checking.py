@@ -64,7 +64,7 @@ def error_units(errors: dict, mode: str, k: int) -> dict:
 def projection_verdict(residuals: list, mode: str, k: int) -> str | None:
     """Why the outputs of the timed launches are not the products of their inputs, or None. `residuals`: per
     launch, (the largest row residual of Freivalds' test over the row's root-sum-square of scales S_i, the projected
-    relative error), as Backend.project_inputs and project_output queue them. With x of random signs,
+    relative error), as a backend's Sets (measure/devices.py) queue them. With x of random signs,
     (C·x − A·(B·x))_i sums row i's errors with random signs, so an honest row stays within a few units of S_i, and
     ‖C·x − A·(B·x)‖ / ‖A·(B·x)‖ estimates the relative error. A product kept from other inputs, work skipped or left
     for later is off by the size of the product itself."""

@@ -133,7 +133,6 @@ class Sets:
             raise ValueError(f"a launch of {len(operands[0])} operands: at most {KEYS_PER_LAUNCH - 1} are keyed")
         self.backend, self.operands, self.outs, self.buffers = backend, operands, outs, buffers
         self.base = None
-        self._projected = [None] * len(outs)
 
     def __len__(self) -> int:
         return len(self.outs)
@@ -145,12 +144,11 @@ class Sets:
     def refresh(self, base: int) -> None:
         """Before the launches: fresh content for every input (keys from `base`), the inputs' half of Freivalds'
         test, every output poisoned."""
-        self.base = base
+        self.base, self._projected = base, []
         for j, (ops, out) in enumerate(zip(self.operands, self.outs)):
             for x, key in zip(ops, self.keys(j)):
                 self.backend.fill_random(x, key)
-            self._projected[j] = self.backend.project_inputs(ops, out.shape[-1], set_key(base, j, len(ops)),
-                                                             self._projected[j])
+            self._projected.append(self.backend.project_inputs(ops, out.shape[-1], set_key(base, j, len(ops))))
             out.fill(self.backend.xp.nan)
 
     def project(self, into) -> None:
@@ -194,11 +192,10 @@ class Backend:
         else:
             x[...] = bf16_bits(np, rng.random(x.shape, dtype=np.float32) * 2 - 1)
 
-    def project_inputs(self, operands: list, n: int, key: int, reuse: tuple | None = None) -> tuple:
+    def project_inputs(self, operands: list, n: int, key: int) -> tuple:
         """The inputs' half of Freivalds' test, queued before the launch (a variant that then writes its inputs
         cannot make its output agree): x of random signs from `key` (n: the output's columns), z = A·(B·x) along the
-        chain of operands (A·B, or A0·B0·B1) and s2 = A²·(B²·1), in float64. `reuse`: an earlier result of the same
-        shapes, whose arrays may be written (a GPU's are)."""
+        chain of operands (A·B, or A0·B0·B1) and s2 = A²·(B²·1), in float64."""
         x = np.random.Generator(np.random.Philox(key)).integers(0, 2, n) * 2.0 - 1.0
         z, s2 = x, np.ones_like(x)
         for m in reversed(operands):
