@@ -43,6 +43,22 @@ def _slow(artifact, a, b, c, stream):
     np.matmul(a, b, out=c)
 
 
+class _SlowWarmUp:
+    """Honest, but the first calls after validation at a shape are slow, as calls are on a host busy with the run's
+    compiles: its warm-up's host times spread far above its timed ones."""
+
+    SLOW_CALLS = 3
+
+    def __init__(self):
+        self.calls = {}
+
+    def __call__(self, artifact, a, b, c, stream):
+        self.calls[c.shape] = self.calls.get(c.shape, 0) + 1
+        if VALIDATION_LAUNCHES < self.calls[c.shape] <= VALIDATION_LAUNCHES + self.SLOW_CALLS:
+            time.sleep(0.05)
+        np.matmul(a, b, out=c)
+
+
 class _Stateful:
     """Right on its first calls with an output (as many as validation makes), then returns at once: validation
     passes, the warm-up's later calls and the timed ones do nothing."""
@@ -346,6 +362,7 @@ CHEATS = {"planted-unobserved": _Unobserved(), "planted-half-once-warm": HalfOnc
 
 for name, run in {"planted-past-the-end": _past_the_end, "planted-rare-race": RareRace(np.matmul),
                   "planted-wrong": _wrong, "planted-hang": _hang, "planted-crash": _crash, "planted-slow": _slow,
+                  "planted-slow-warm-up": _SlowWarmUp(),
                   "planted-stateful": _Stateful(), "planted-tf32-inputs": _tf32_inputs, **CHEATS}.items():
     register(Variant(family="cpu", name=name, device="cpu", modes=("fp32",), build=_build, run=run,
                      description=f"test fault injection: {run.__doc__ or name}"))

@@ -166,3 +166,31 @@ def test_the_seconds_a_measure_job_spends_building_its_kernel_are_in_the_first_r
                                  tmp_path / "bench.json")
     loads = [r["load_s"] for r in checked + timed]
     assert loads[0] >= 0.5 and all(load < 0.5 for load in loads[1:]), loads
+
+
+def test_the_builds_pool_has_a_slot_per_core_and_a_job_waits_for_one(tmp_path, monkeypatch):
+    """Each worker of the builds' pool makes a CUDA context beside the job that times: jobs that fan their compiles out
+    over the cores take turns at the pool's slots rather than start more workers than there are cores."""
+    import threading
+
+    from gemmbench.run import supervise
+
+    monkeypatch.setattr(supervise, "RESIDENT_DIR", tmp_path)
+    monkeypatch.setattr(supervise, "compile_workers", lambda: 1)
+    entered = threading.Event()
+
+    def second_job():
+        with supervise.Resident({}, 10.0, "builds") as worker:
+            slots.append(worker.address)
+            entered.set()
+
+    slots = []
+    with supervise.Resident({}, 10.0, "builds") as first:
+        slots.append(first.address)
+        waiting = threading.Thread(target=second_job)
+        waiting.start()
+        assert not entered.wait(0.5)  # the one slot is taken: the second job waits
+    waiting.join()
+    assert len(slots) == 2 and slots[0] == slots[1]  # then takes the same slot (and its worker)
+    with supervise.Resident({}, 10.0) as one, supervise.Resident({}, 10.0) as other:  # the GPU's pool: a slot each
+        assert one.address != other.address

@@ -212,6 +212,14 @@ def test_a_warm_up_that_spans_a_settling_window_counts_as_the_first():
     assert runs  # a warm-up shorter than a window: one window of launches
 
 
+def test_launches_too_short_to_load_the_device_one_by_one_are_not_settled():
+    """Under BATCH_TARGET_S of host time a launch synchronised one at a time leaves the device idle most of a window:
+    no window is run (the sampling window's clocks say whether the point was throttled)."""
+    capped, runs = PowerCappedBackend(drop=40), []
+    assert timing.settle(capped, lambda: runs.append(1), host_s=timing.BATCH_TARGET_S / 2) == 0 and not runs
+    assert timing.settle(capped, lambda: runs.append(1), host_s=timing.BATCH_TARGET_S * 2) > 0 and runs
+
+
 def test_short_kernels_are_also_timed_in_batches_and_long_or_cold_ones_are_not():
     class Batching(CountingBackend):
         def device_time(self, run, launches=1):

@@ -104,20 +104,24 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> l
     return host_s
 
 
+BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
 SETTLE_WINDOW_S = 0.1  # launches watched per settling window
 SETTLE_MAX_S = 5.0  # a clock that keeps moving for this long is sampled as it is (the window's clocks are reported)
 SETTLE_CLOCK_REL = 0.01  # two windows whose mean SM clocks are this close: the clock has settled
 
 
-def settle(backend, run, before=None) -> float:
+def settle(backend, run, before=None, host_s: float | None = None) -> float:
     """Warm-up continued while the device is still slowing down under this kernel's own load. A power-capped GPU
     lowers its clock over a second or more once a heavier kernel starts, so samples taken meanwhile depend on what
     ran before (the last point's kernel). Windows of SETTLE_WINDOW_S of launches, each watched, until one shows no
     power or thermal slowdown, or its mean SM clock is within SETTLE_CLOCK_REL of the window before, or SETTLE_MAX_S
     has passed. `before`: the watch over this kernel's launches just before (the warm-up), which counts as the
     first window where it spans SETTLE_WINDOW_S (a long kernel's warm-up does: nothing more to launch where it saw no
-    slowdown). Returns the seconds spent (0 without telemetry: a CPU)."""
-    if not backend.telemetry():
+    slowdown). `host_s`: a launch's host time (the warm-up's median); under BATCH_TARGET_S, launches synchronised one
+    by one leave the device idle much of each window (a Python launch and its synchronisation take tens of µs), a
+    load under which nothing settles: no window (the sampling window's clocks say whether it was throttled).
+    Returns the seconds spent (0 without telemetry: a CPU)."""
+    if not backend.telemetry() or (host_s is not None and host_s < BATCH_TARGET_S):
         return 0.0
     start, previous = time.perf_counter(), None
     if before is not None and before.seconds >= SETTLE_WINDOW_S:
@@ -159,9 +163,6 @@ def sample(backend, run, timing: dict, cache: str, before=None, after=None, shor
         if after:
             after()
     return sampler
-
-
-BATCH_TARGET_S = 100e-6  # a batched sample spans at least this much device time
 
 
 def short_s(backend, cache: str) -> float:

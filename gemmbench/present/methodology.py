@@ -66,7 +66,7 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                           "longer than its sampling took. A point is refused if a tracing or profiling hook is "
                           "installed, the interpreter's switch interval or timer changed, or a new thread appeared "
                           "while it was timed; on a CPU, if a drawn output element was still unwritten when the "
-                          "timer stopped, or its timed median is far below the host's time of a call; a variant "
+                          "timer stopped, or its timed median is far below the host's fastest call; a variant "
                           "whose work does not run on the harness's stream, or is unfinished when that stream's "
                           "work is done, is not timed. A variant that leaves a thread or device work running after "
                           "its point, or writes the harness's fp64 references (kept with keyed digests, checked "

@@ -122,6 +122,7 @@ class Fresh:
 
 RESIDENT_DIR = Path(tempfile.gettempdir()) / f"gemmbench-workers-{os.getuid()}"
 RESIDENT_IDLE_S = 30.0  # a resident worker outlives its job by this long, for the run's next GPU job
+RESIDENT_SLOT_POLL_S = 0.05  # how often a job looks for a free slot of the builds' pool
 
 
 class Resident:
@@ -140,8 +141,12 @@ class Resident:
 
     def __enter__(self):
         RESIDENT_DIR.mkdir(mode=0o700, exist_ok=True)
-        slot, self.lock = locks.first_free((RESIDENT_DIR / f"{self.key}-{slot}.lock" for slot in itertools.count()),
-                                           0o600)
+        # The builds' pool has a slot per core: every worker makes a CUDA context (a stall for the job timing beside
+        # it), and jobs that each fan their compiles out over the cores would otherwise start several per core.
+        slots = range(compile_workers()) if self.pool else itertools.count()
+        while (taken := locks.first_free((RESIDENT_DIR / f"{self.key}-{slot}.lock" for slot in slots), 0o600)) is None:
+            time.sleep(RESIDENT_SLOT_POLL_S)
+        slot, self.lock = taken
         name = RESIDENT_DIR / f"{self.key}-{slot}"
         self.address, self.log = str(name) + ".sock", Path(str(name) + ".log")
         return self
@@ -314,13 +319,17 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
 COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core
 
 
+def compile_workers() -> int:
+    return min(COMPILE_WORKERS, os.cpu_count() or 1)
+
+
 def compile_ahead(config: dict, variant, mode: str, points: list[Point],
                   classes: dict | None = None) -> tuple[int, list[dict | None]]:
     """The points' kernels compiled into the shared caches by up to COMPILE_WORKERS parallel workers (they launch
     nothing), where there is more than one core and one point: the number of workers and each point's compile row
     (None where none ran). A compile that fails otherwise than by the variant's refusal (`rejected`) is seen again,
     and reported, by whoever runs the point."""
-    workers = min(COMPILE_WORKERS, os.cpu_count() or 1, len(points))
+    workers = min(compile_workers(), len(points))
     rows = [None] * len(points)
     if workers > 1:
         chunks = [list(range(len(points)))[i::workers] for i in range(workers)]
