@@ -58,15 +58,24 @@ def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path
     assert_no_spills(report)
 
 
+TIRX = variants.schedule_module("07_tirx_wgmma.py")
+
+
+def tirx_source() -> str:
+    return variants.tirx_source("07_tirx_wgmma.py", TIRX.DEFAULTS, variants.cuda_target("sm_90a"))
+
+
 @pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
-@pytest.mark.parametrize("file", SCHEDULES)
+@pytest.mark.parametrize("file", SCHEDULES + list(variants.KERNELS))
 def test_nvrtc_finds_the_headers_the_launch_needs(file):
-    """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options."""
+    """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options (for a
+    TIRx kernel, also the tensor-map type that NVRTC lacks)."""
     from cuda.bindings import nvrtc
 
-    source, _ = source_for(file, (33, 65, 17))
+    tirx = variants.written_in_tirx(file)
+    source = tirx_source() if tirx else source_for(file, (33, 65, 17))[0]
     _, program = nvrtc.nvrtcCreateProgram(source.encode(), b"tvm.cu", 0, [], [])
-    options = [o.encode() for o in ("-arch=sm_90", *variants.nvrtc_options())]
+    options = [o.encode() for o in (f"-arch=sm_90{'a' if tirx else ''}", *variants.nvrtc_options())]
     (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
     _, size = nvrtc.nvrtcGetProgramLogSize(program)
     log = b" " * size
@@ -122,8 +131,22 @@ def test_dlight_launch_matches_its_source(shape):
     assert all(g >= 1 for g in grid) and grid[2] == 1
 
 
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spilling(tmp_path):
+    """One kernel for every shape (M, N, K its arguments), whose parameters are those its launch names."""
+    from kernels import sass
+
+    source = tirx_source()
+    report = nvcc_sm90(source.splitlines(), (tmp_path,), tmp_path, "tirx", arch="sm_90a")
+    assert_no_spills(report)
+    facts = sass.facts((tmp_path / "out.cubin").read_bytes())
+    assert facts["sass_hgmma"] > 0 and facts["sass_tma"] > 0 and facts["sass_ffma"] == 0, facts
+    assert sorted(variants.kernel_parameters(source)) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles"])
+
+
 # 04's parameters come from its own search (tested below)
-@pytest.mark.parametrize("file", [f for f in variants.SCHEDULES if not hasattr(variants.schedule_module(f), "search")])
+@pytest.mark.parametrize("file", [f for f in variants.SCHEDULES + variants.KERNELS
+                                  if not hasattr(variants.schedule_module(f), "search")])
 def test_defaults_and_space_are_valid(file):
     module = variants.schedule_module(file)
     assert module.check(module.DEFAULTS) is None

@@ -1,6 +1,7 @@
 """The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
 shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04), the CuPy
-ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16).
+ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16); and one kernel written in
+TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -18,6 +19,10 @@ A shape not compiled ahead is compiled by its first launch, validation's or the 
 grid and block are the extents of the scheduled PrimFunc's blockIdx/threadIdx loops, and a kernel that keeps its
 tiles in dynamic shared memory is launched with the bytes TVM allocated there; the generated kernel takes exactly the
 three pointers A, B, C. A schedule declares its modes (MODES, fp32 where it does not): the operands' dtype.
+
+A TIRx kernel (its module's `kernel(params)`) takes M, N and K as arguments, so one kernel serves every shape: it is
+generated and compiled once, and its module's `launch` gives grid, block and the arguments by name (tensor maps
+among them).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from kernels.registry import TVM, Built, Variant, register
 
 HERE = Path(__file__).parent
 SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py", "05_recipe.py", "06_wmma.py")
+KERNELS = ("07_tirx_wgmma.py",)  # written in TIRx, TVM's tile-level kernel language, rather than scheduled
 OPERAND_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # TVM's name of each mode's operand type
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -53,6 +59,12 @@ def sources(file: str) -> list[Path]:
 
 def modes(file: str) -> tuple[str, ...]:
     return getattr(schedule_module(file), "MODES", ("fp32",))
+
+
+def written_in_tirx(file: str) -> bool:
+    """A kernel written in TIRx (its module's `kernel(params)`: one PrimFunc for every shape, M, N and K its
+    arguments), not a schedule of the matmul."""
+    return hasattr(schedule_module(file), "kernel")
 
 
 def matmul(m: int, n: int, k: int, mode: str = "fp32"):
@@ -114,6 +126,29 @@ def dynamic_shared_bytes(sch, target, config: Mapping = PASS_CONFIG) -> int:
     return int(s_tir.analysis.calculate_allocated_bytes(lowered)["main"].get("shared.dyn", 0))
 
 
+# NVRTC has no cuda.h: the tensor-map parameter type of a TIRx kernel, with cuda.h's layout (as TVM's own NVRTC
+# path defines it, tvm/support/nvcc.py)
+TENSOR_MAP = ("#ifdef __CUDACC_RTC__\nstruct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };\n"
+              "typedef struct CUtensorMap_st CUtensorMap;\n#endif\n")
+
+
+def tirx_source(file: str, params: Mapping, target) -> str:
+    """The CUDA C++ TVM generates for the TIRx kernel of `file` with `params` (TVM's tirx pipeline; no GPU needed),
+    with the tensor-map type NVRTC lacks."""
+    import tvm
+
+    func = schedule_module(file).kernel(params)
+    source = str(tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
+                 .mod.imports[0].inspect_source())
+    return TENSOR_MAP + source if "CUtensorMap" in source else source
+
+
+def kernel_parameters(source: str) -> list[str]:
+    """The names of the kernel's parameters, in order (a TIRx kernel's order is TVM's)."""
+    found = re.search(rf"{kernel_name(source)}\(([^)]*)\)", source)
+    return [parameter.split()[-1] for parameter in found.group(1).split(",")]
+
+
 def kernel_name(source: str) -> str:
     names = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source))
     if len(names) != 1:
@@ -163,6 +198,7 @@ class Kernel:
     shape: tuple[int, int, int]  # (m, n, k)
     sass: dict  # the loaded cubin's SASS facts (sass.facts: counts, or why they could not be read)
     shared_dyn: int  # bytes of dynamic shared memory each launch passes
+    parameters: tuple = ()  # a TIRx kernel's, by name (a schedule's kernel takes A, B and C)
 
 
 @dataclass
@@ -174,12 +210,14 @@ class Compiled:
     arch: str
     mode: str
     cache_dir: str | None = None  # TVM's generated source per shape, kept across processes (see generated)
-    kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel
+    kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel; () -> a TIRx kernel's, for every shape
+    buffers: dict = field(default_factory=dict)  # a TIRx kernel's launch's, kept from call to call
 
     def kernel(self, m: int, n: int, k: int) -> Kernel:
-        if (m, n, k) not in self.kernels:
-            self.kernels[m, n, k] = self._compile((m, n, k))
-        return self.kernels[m, n, k]
+        shape = () if written_in_tirx(self.file) else (m, n, k)
+        if shape not in self.kernels:
+            self.kernels[shape] = self._compile(shape)
+        return self.kernels[shape]
 
     def _compile(self, shape) -> Kernel:
         import cupy
@@ -197,14 +235,15 @@ class Compiled:
                 generated["sass"] = sass.facts(path.read_bytes())
                 self._keep(self._cached(shape), generated)
         return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"],
-                      generated["shared_dyn"])
+                      generated["shared_dyn"], tuple(generated.get("parameters", ())))
 
     def cubin(self, source: str) -> bytes:
         """NVRTC's cubin of TVM's source for this architecture (compiled here, not by RawModule, so that the
         kernel that runs and the one whose SASS is read are one file)."""
         from cupy.cuda import compiler
 
-        cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=self.arch.removeprefix("sm_"))
+        suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")
+        cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=self.arch.removeprefix("sm_") + suffix)
         return cubin
 
     def generated(self, shape) -> dict:
@@ -215,6 +254,11 @@ class Compiled:
         if path and path.exists():
             return json.loads(path.read_text())
         target = cuda_target(self.arch)
+        if written_in_tirx(self.file):  # launched as its module's `launch` says, whatever the shape
+            suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")
+            source = tirx_source(self.file, self.params, cuda_target(self.arch + suffix))
+            return self._keep(path, {"source": source, "grid": (), "block": (), "parameters": kernel_parameters(source),
+                                     "shared_dyn": schedule_module(self.file).shared_bytes(self.params)})
         sch = scheduled(self.file, self.params, shape, target, mode=self.mode)
         grid, block = launch_dims(sch)
         config = pass_config(self.file, self.params)
@@ -254,22 +298,32 @@ def current_arch() -> str:
 
 
 def _build(file: str, mode: str, params: Mapping, cache_dir) -> Built:
-    problem = schedule_module(file).check(params)
+    module = schedule_module(file)
+    problem = module.check(params)
     if problem:
         raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
-    compiled = Compiled(file, dict(params), current_arch(), mode, str(cache_dir) if cache_dir else None)
+    arch = current_arch()
+    if getattr(module, "ARCH_SUFFIX", "") and arch != "sm_90":
+        raise ValueError(f"{Path(file).stem} needs sm_90a (wgmma), and this GPU is {arch}")
+    compiled = Compiled(file, dict(params), arch, mode, str(cache_dir) if cache_dir else None)
     kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
+    threads = module.threads(params) if written_in_tirx(file) else kernel.block[0] * kernel.block[1] * kernel.block[2]
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
-             "shared_bytes": function.shared_size_bytes + kernel.shared_dyn,
-             "threads": kernel.block[0] * kernel.block[1] * kernel.block[2],
-             "arch": compiled.arch, **kernel.sass}
+             "shared_bytes": function.shared_size_bytes + kernel.shared_dyn, "threads": threads,
+             "arch": compiled.arch + getattr(module, "ARCH_SUFFIX", ""), **kernel.sass}
     return Built(compiled, facts)
 
 
 def _run(compiled: Compiled, a, b, c, stream) -> None:
     m, k = a.shape
     kernel = compiled.kernel(m, b.shape[1], k)
+    if kernel.parameters:  # a TIRx kernel: its module gives the launch and the arguments
+        grid, block, arguments = schedule_module(compiled.file).launch(compiled.params, a, b, c, compiled.buffers,
+                                                                       stream)
+        kernel.function(grid, block, tuple(arguments[name] for name in kernel.parameters), stream=stream,
+                        shared_mem=kernel.shared_dyn)
+        return
     kernel.function(kernel.grid, kernel.block, (a, b, c), stream=stream, shared_mem=kernel.shared_dyn)
 
 
@@ -301,13 +355,15 @@ def code(file: str, params: Mapping, mode: str) -> dict:
 
 def _variant(file: str) -> Variant:
     module = schedule_module(file)
+    # a TIRx kernel serves every shape: nothing to compile ahead per shape
+    prepare = None if written_in_tirx(file) else lambda compiled, m, n, k: compiled.kernel(m, n, k)
     return Variant(family="tvm", name=Path(file).stem, device="cuda", modes=modes(file),
                    build=lambda mode, params, cache_dir: _build(file, mode, params, cache_dir), run=_run,
                    params=dict(module.DEFAULTS), space=dict(module.SPACE), check_params=module.check,
                    tuner=_tuner(module), source_files=tuple(map(str, sources(file))), compilers=TVM,
-                   description=module.DESCRIPTION, prepare=lambda compiled, m, n, k: compiled.kernel(m, n, k),
+                   description=module.DESCRIPTION, prepare=prepare,
                    generated=lambda mode, params: code(file, params, mode))
 
 
-for _file in SCHEDULES:
+for _file in SCHEDULES + KERNELS:
     register(_variant(_file))
