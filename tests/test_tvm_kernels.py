@@ -144,6 +144,19 @@ def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spillin
     assert sorted(variants.kernel_parameters(source)) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles"])
 
 
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no CuPy")
+def test_the_tirx_kernel_is_built_for_sm90a_beside_the_arch_cupy_adds(monkeypatch):
+    """Compiled.cubin as the run path calls it; CuPy appends its own -arch, of the GPU (sm_90 on an H100 or H200,
+    emulated: it reads the device), after the rung's sm_90a, and wgmma needs the latter."""
+    from cupy.cuda import compiler
+
+    from kernels import sass
+
+    monkeypatch.setattr(compiler, "_get_arch_for_options_for_nvrtc", lambda arch: (f"-arch=sm_{arch}", "cubin"))
+    compiled = variants.Compiled("07_tirx_wgmma.py", dict(TIRX.DEFAULTS), "sm_90", "bf16")
+    assert sass.facts(compiled.cubin(tirx_source()))["sass_hgmma"] > 0
+
+
 # 04's parameters come from its own search (tested below)
 @pytest.mark.parametrize("file", [f for f in variants.SCHEDULES + variants.KERNELS
                                   if not hasattr(variants.schedule_module(f), "search")])

@@ -242,8 +242,9 @@ class Compiled:
         kernel that runs and the one whose SASS is read are one file)."""
         from cupy.cuda import compiler
 
-        suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")
-        cubin, _ = compiler.compile_using_nvrtc(source, nvrtc_options(), arch=self.arch.removeprefix("sm_") + suffix)
+        suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")  # an option: CuPy's arch is a number
+        options = nvrtc_options() + ((f"-arch={self.arch}{suffix}",) if suffix else ())
+        cubin, _ = compiler.compile_using_nvrtc(source, options, arch=self.arch.removeprefix("sm_"))
         return cubin
 
     def generated(self, shape) -> dict:
