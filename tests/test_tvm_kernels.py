@@ -3,6 +3,7 @@ that NVRTC (with the include path the launch uses) accepts; the d2l tiling is co
 read off the schedule covers every output."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -61,6 +62,7 @@ def test_every_schedule_compiles_for_sm90_without_spilling(file, shape, tmp_path
 TIRX = variants.schedule_module("07_tirx_wgmma.py")
 
 
+@functools.cache  # TVM's codegen: seconds a call on a 2-core machine
 def tirx_source() -> str:
     return variants.tirx_source("07_tirx_wgmma.py", TIRX.DEFAULTS, variants.cuda_target("sm_90a"))
 

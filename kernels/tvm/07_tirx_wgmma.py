@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kernels.tiles import cdiv
+
 MODES = ("bf16",)
 ARCH_SUFFIX = "a"  # wgmma and its TMA need sm_90a
 BK = 64  # k per stage: one 128-byte swizzled line of bf16
@@ -153,7 +155,7 @@ def launch(p: Mapping, a, b, c, buffers: dict, stream) -> tuple[tuple, tuple, di
     n = b.shape[1]
     a, lda = _rows_aligned(a, buffers, "a", stream)
     b, ldb = _rows_aligned(b, buffers, "b", stream)
-    tiles = -(-m // p["BM"]) * -(-n // p["BN"])
+    tiles = cdiv(m, p["BM"]) * cdiv(n, p["BN"])
     arguments = {"a_map": tensor_map(a.data.ptr, m, k, lda, 2, p["BM"]),
                  "b_map": tensor_map(b.data.ptr, k, n, ldb, 2, 64), "C_ptr": c,
                  **{name: numpy.int32(v) for name, v in (("M", m), ("N", n), ("K", k), ("tiles", tiles))}}
@@ -168,7 +170,7 @@ def _rows_aligned(x, buffers: dict, name: str, stream) -> tuple:
     rows, cols = x.shape
     if cols % ALIGN == 0 and x.data.ptr % 16 == 0:
         return x, cols
-    ld = -(-cols // ALIGN) * ALIGN
+    ld = cdiv(cols, ALIGN) * ALIGN
     if name not in buffers or buffers[name].shape != (rows, ld):
         buffers[name] = cupy.empty((rows, ld), dtype=cupy.uint16)
     padded = buffers[name]

@@ -26,6 +26,7 @@ among them).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -213,8 +214,17 @@ class Compiled:
     kernels: dict = field(default_factory=dict)  # (m, n, k) -> Kernel; () -> a TIRx kernel's, for every shape
     buffers: dict = field(default_factory=dict)  # a TIRx kernel's launch's, kept from call to call
 
+    @functools.cached_property
+    def module(self):
+        """The schedule's or kernel's module, looked up once: every launch asks it (a TIRx kernel's launch)."""
+        return schedule_module(self.file)
+
+    @functools.cached_property
+    def tirx(self) -> bool:
+        return written_in_tirx(self.file)
+
     def kernel(self, m: int, n: int, k: int) -> Kernel:
-        shape = () if written_in_tirx(self.file) else (m, n, k)
+        shape = () if self.tirx else (m, n, k)
         if shape not in self.kernels:
             self.kernels[shape] = self._compile(shape)
         return self.kernels[shape]
@@ -242,7 +252,7 @@ class Compiled:
         kernel that runs and the one whose SASS is read are one file)."""
         from cupy.cuda import compiler
 
-        suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")  # an option: CuPy's arch is a number
+        suffix = getattr(self.module, "ARCH_SUFFIX", "")  # an option: CuPy's arch is a number
         options = nvrtc_options() + ((f"-arch={self.arch}{suffix}",) if suffix else ())
         cubin, _ = compiler.compile_using_nvrtc(source, options, arch=self.arch.removeprefix("sm_"))
         return cubin
@@ -255,11 +265,11 @@ class Compiled:
         if path and path.exists():
             return json.loads(path.read_text())
         target = cuda_target(self.arch)
-        if written_in_tirx(self.file):  # launched as its module's `launch` says, whatever the shape
-            suffix = getattr(schedule_module(self.file), "ARCH_SUFFIX", "")
+        if self.tirx:  # launched as its module's `launch` says, whatever the shape
+            suffix = getattr(self.module, "ARCH_SUFFIX", "")
             source = tirx_source(self.file, self.params, cuda_target(self.arch + suffix))
             return self._keep(path, {"source": source, "grid": (), "block": (), "parameters": kernel_parameters(source),
-                                     "shared_dyn": schedule_module(self.file).shared_bytes(self.params)})
+                                     "shared_dyn": self.module.shared_bytes(self.params)})
         sch = scheduled(self.file, self.params, shape, target, mode=self.mode)
         grid, block = launch_dims(sch)
         config = pass_config(self.file, self.params)
@@ -309,7 +319,7 @@ def _build(file: str, mode: str, params: Mapping, cache_dir) -> Built:
     compiled = Compiled(file, dict(params), arch, mode, str(cache_dir) if cache_dir else None)
     kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
-    threads = module.threads(params) if written_in_tirx(file) else kernel.block[0] * kernel.block[1] * kernel.block[2]
+    threads = module.threads(params) if compiled.tirx else kernel.block[0] * kernel.block[1] * kernel.block[2]
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
              "shared_bytes": function.shared_size_bytes + kernel.shared_dyn, "threads": threads,
              "arch": compiled.arch + getattr(module, "ARCH_SUFFIX", ""), **kernel.sass}
@@ -320,8 +330,7 @@ def _run(compiled: Compiled, a, b, c, stream) -> None:
     m, k = a.shape
     kernel = compiled.kernel(m, b.shape[1], k)
     if kernel.parameters:  # a TIRx kernel: its module gives the launch and the arguments
-        grid, block, arguments = schedule_module(compiled.file).launch(compiled.params, a, b, c, compiled.buffers,
-                                                                       stream)
+        grid, block, arguments = compiled.module.launch(compiled.params, a, b, c, compiled.buffers, stream)
         kernel.function(grid, block, tuple(arguments[name] for name in kernel.parameters), stream=stream,
                         shared_mem=kernel.shared_dyn)
         return
