@@ -135,7 +135,8 @@ def test_dlight_launch_matches_its_source(shape):
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
 def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spilling(tmp_path):
-    """One kernel for every shape (M, N, K its arguments), whose parameters are those its launch names."""
+    """One kernel for every shape (M, N, K its arguments), whose parameters are those its launch names, storing its
+    accumulators in pairs (64-bit stores) where it may, from registers (no local memory)."""
     from kernels import sass
 
     source = tirx_source()
@@ -143,7 +144,10 @@ def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spillin
     assert_no_spills(report)
     facts = sass.facts((tmp_path / "out.cubin").read_bytes())
     assert facts["sass_hgmma"] > 0 and facts["sass_tma"] > 0 and facts["sass_ffma"] == 0, facts
-    assert sorted(variants.kernel_parameters(source)) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles"])
+    stores = re.findall(r"\b(STG\.E[.\w]*|STL[.\w]*)", sass.sass_of((tmp_path / "out.cubin").read_bytes()))
+    assert "STG.E.64" in stores and not any(s.startswith("STL") for s in stores), sorted(set(stores))
+    assert sorted(variants.kernel_parameters(source)) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles",
+                                                                 "pairs"])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no CuPy")

@@ -12,7 +12,8 @@ producer warpgroup and BM/64 consumer warpgroups):
 - Each consumer warpgroup holds a 64×BN accumulator tile in registers and issues one m64nBNk16 wgmma per k-step
   (BN = 256: one instruction for the block's columns), keeping one group in flight.
 - Tiles in groups of GROUP tile-rows (the ladder's grouped order, for L2 reuse); the accumulators are stored
-  straight from registers under the matrix's bounds.
+  straight from registers under the matrix's bounds, a thread's two neighbouring columns as one 64-bit store where
+  their address allows.
 The kernel takes M, N and K at run time, so one kernel serves every shape. Rows that are not 16-byte aligned (TMA
 needs 16-byte strides) are first copied into padded rows (kept from call to call, as cuBLAS keeps a workspace), and
 that copy is timed with the product.
@@ -29,7 +30,7 @@ BK = 64  # k per stage: one 128-byte swizzled line of bf16
 ALIGN = 8  # bf16 per 16 bytes: the row stride TMA needs
 DYNAMIC_SMEM = 227 * 1024  # an H100's or H200's per-block limit
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "GROUP": 8}  # tc05's tuned H200 class for 4096 and 8192
-SPACE: dict = {}
+SPACE = {"BM": [64, 128, 256], "BN": [128, 256], "STAGES": [3, 4, 5, 6], "GROUP": [8, 16]}  # tc05's
 DESCRIPTION = ("tensor cores through wgmma in TVM's TIRx kernel language (BF16 in, FP32 out): TMA producer, "
                "mbarrier stages, 64×BN accumulators per consumer warpgroup")
 
@@ -69,7 +70,7 @@ def kernel(p: Mapping):
 
     @T.prim_func
     def gemm(a_map: T.handle("tensormap"), b_map: T.handle("tensormap"), c_handle: T.handle,
-             M: T.int32, N: T.int32, K: T.int32, tiles: T.int32):
+             M: T.int32, N: T.int32, K: T.int32, tiles: T.int32, pairs: T.int32):
         C = T.match_buffer(c_handle, (M, N), "float32")
         T.device_entry()
         bx = T.cta_id([tiles])
@@ -132,15 +133,21 @@ def kernel(p: Mapping):
             T.ptx.wgmma.wait_group.sync.aligned(0)
             if ktiles > 0 and lane == 0:
                 T.ptx.mbarrier.arrive.shared.b64(bars.ptr_to([STAGES + (ktiles - 1) % STAGES]), T.uint32(1))
-            # the accumulators in mma.sync's 16×8 tile order: 8-column group j, rows lane/4 and lane/4 + 8
+            # the accumulators in mma.sync's 16×8 tile order: 8-column group j, rows lane/4 and lane/4 + 8; a
+            # thread's two neighbouring columns (c even) stored as one float2 where `pairs` says each pair is 8-byte
+            # aligned (N even, C 8-byte aligned)
             for j in T.unroll(BN // 8):
                 for h in T.unroll(2):
                     r = row0 + consumer * 64 + warp * 16 + lane // 4 + h * 8
                     c = col0 + j * 8 + lane % 4 * 2
-                    if r < M and c < N:
-                        C[r, c] = acc[j * 4 + h * 2]
-                    if r < M and c + 1 < N:
-                        C[r, c + 1] = acc[j * 4 + h * 2 + 1]
+                    if pairs != 0:
+                        if r < M and c < N:
+                            T.ptx["st.global.v2.f32"](C.ptr_to([r, c]), acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1])
+                    else:
+                        if r < M and c < N:
+                            C[r, c] = acc[j * 4 + h * 2]
+                        if r < M and c + 1 < N:
+                            C[r, c + 1] = acc[j * 4 + h * 2 + 1]
     return gemm
 
 
@@ -158,7 +165,8 @@ def launch(p: Mapping, a, b, c, buffers: dict, stream) -> tuple[tuple, tuple, di
     tiles = cdiv(m, p["BM"]) * cdiv(n, p["BN"])
     arguments = {"a_map": tensor_map(a.data.ptr, m, k, lda, 2, p["BM"]),
                  "b_map": tensor_map(b.data.ptr, k, n, ldb, 2, 64), "C_ptr": c,
-                 **{name: numpy.int32(v) for name, v in (("M", m), ("N", n), ("K", k), ("tiles", tiles))}}
+                 **{name: numpy.int32(v) for name, v in (("M", m), ("N", n), ("K", k), ("tiles", tiles),
+                                                     ("pairs", n % 2 == 0 and c.data.ptr % 8 == 0))}}
     return (tiles,), (threads(p),), arguments
 
 
