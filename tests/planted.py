@@ -45,9 +45,9 @@ def _slow(artifact, a, b, c, stream):
 
 class _SlowWarmUp:
     """Honest, but the first calls after validation at a shape are slow, as calls are on a host busy with the run's
-    compiles: its warm-up's host times spread far above its timed ones."""
+    compiles until its samples begin: its warm-up's host times lie far above its timed ones."""
 
-    SLOW_CALLS = 3
+    SLOW_CALLS = 5
 
     def __init__(self):
         self.calls = {}

@@ -45,13 +45,38 @@ def test_a_kernel_that_skips_work_once_warm_passes_validation_but_its_timing_is_
 
 
 def test_a_warm_up_slowed_by_a_busy_host_does_not_fail_an_honest_cpu_point(cfg, tmp_path):
-    """The host/device agreement on a CPU reads the warm-up's fastest call: most of them slow (a host busy with
-    compiles) is no sign of work moved out of the timed region."""
-    cfg["timing"].update(warmup_runs=5, warmup_s=0.0)  # the slow calls are most of those read
+    """The host/device agreement on a CPU: every warm-up call slow (a host busy with compiles until the samples
+    begin) is no sign of work moved out of the timed region; the calls timed again after the samples say so."""
+    cfg["timing"].update(warmup_runs=5, warmup_s=0.0)  # every call of the warm-up slow
     _, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-slow-warm-up")
     assert {r["status"] for r in rows.values()} == {"ok"}
     assert bench["status"] == "ok", bench["message"]
-    assert bench["host_median_s"] > 3 * bench["median_s"]  # the median call would have failed it
+    assert min(bench["warmup_host_s"][1:]) > 3 * bench["median_s"]  # the warm-up alone would have failed it
+
+
+class _CpuHost:
+    device = "cpu"
+
+    def __init__(self, calls_s):
+        self.calls_s = iter(calls_s)
+
+    def host_time(self, run):
+        run()
+        return next(self.calls_s)
+
+
+@pytest.mark.parametrize("again_s, fails", [(0.010, True), (0.001, False)])
+def test_a_cpu_point_whose_host_calls_stay_slow_after_its_samples_fails(again_s, fails):
+    """Work outside the timed region keeps the host's calls slow when they are timed again after the samples; a
+    warm-up slowed by a busy host does not."""
+    from gemmbench.run import bench
+
+    calls = []
+    problem = bench._host_disagrees(_CpuHost([again_s] * bench.HOST_RECHECKS), lambda: calls.append(1), 0.001, 0.010)
+    assert (problem is not None) == fails and len(calls) == bench.HOST_RECHECKS
+    if fails:
+        assert "work ran outside the timed region" in problem
+    assert bench._host_disagrees(_CpuHost([]), calls.append, 0.001, 0.002) is None  # agreeing: nothing timed again
 
 
 def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, tmp_path, monkeypatch):
