@@ -63,19 +63,21 @@ TIRX = variants.schedule_module("07_tirx_wgmma.py")
 
 
 @functools.cache  # TVM's codegen: seconds a call on a 2-core machine
-def tirx_source() -> str:
-    return variants.tirx_source("07_tirx_wgmma.py", TIRX.DEFAULTS, variants.cuda_target("sm_90a"))
+def tirx_source(mode: str = "bf16") -> str:
+    return variants.tirx_source("07_tirx_wgmma.py", TIRX.DEFAULTS, variants.cuda_target("sm_90a"), mode)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
-@pytest.mark.parametrize("file", SCHEDULES + list(variants.KERNELS))
-def test_nvrtc_finds_the_headers_the_launch_needs(file):
+@pytest.mark.parametrize("file, mode", [pytest.param(*p.values, "fp32", marks=p.marks) if hasattr(p, "values")
+                                         else (p, "fp32") for p in SCHEDULES]
+                         + [(f, m) for f in variants.KERNELS for m in variants.modes(f)])
+def test_nvrtc_finds_the_headers_the_launch_needs(file, mode):
     """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options (for a
     TIRx kernel, also the tensor-map type that NVRTC lacks)."""
     from cuda.bindings import nvrtc
 
     tirx = variants.written_in_tirx(file)
-    source = tirx_source() if tirx else source_for(file, (33, 65, 17))[0]
+    source = tirx_source(mode) if tirx else source_for(file, (33, 65, 17))[0]
     _, program = nvrtc.nvrtcCreateProgram(source.encode(), b"tvm.cu", 0, [], [])
     options = [o.encode() for o in (f"-arch=sm_90{'a' if tirx else ''}", *variants.nvrtc_options())]
     (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
@@ -134,20 +136,24 @@ def test_dlight_launch_matches_its_source(shape):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spilling(tmp_path):
+@pytest.mark.parametrize("mode", TIRX.MODES)
+def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spilling(tmp_path, mode):
     """One kernel for every shape (M, N, K its arguments), whose parameters are those its launch names, storing its
-    accumulators in pairs (64-bit stores) where it may, from registers (no local memory)."""
+    accumulators in pairs (64-bit stores) where it may, from registers (no local memory); in TF32 with k_major beside
+    it, which writes the K-major Bᵀ that TF32 wgmma reads."""
     from kernels import sass
 
-    source = tirx_source()
+    source = tirx_source(mode)
     report = nvcc_sm90(source.splitlines(), (tmp_path,), tmp_path, "tirx", arch="sm_90a")
     assert_no_spills(report)
     facts = sass.facts((tmp_path / "out.cubin").read_bytes())
     assert facts["sass_hgmma"] > 0 and facts["sass_tma"] > 0 and facts["sass_ffma"] == 0, facts
     stores = re.findall(r"\b(STG\.E[.\w]*|STL[.\w]*)", sass.sass_of((tmp_path / "out.cubin").read_bytes()))
     assert "STG.E.64" in stores and not any(s.startswith("STL") for s in stores), sorted(set(stores))
-    assert sorted(variants.kernel_parameters(source)) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles",
-                                                                 "pairs"])
+    kernels = variants.tirx_kernels("07_tirx_wgmma.py", TIRX.DEFAULTS, mode, source)
+    assert sorted(kernels["main"]["parameters"]) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles", "pairs"])
+    helpers = {"k_major": ["B_ptr", "Bt_ptr", "K", "N", "ld", "tiles"]} if mode == "tf32" else {}
+    assert {name: k["parameters"] for name, k in kernels.items() if name != "main"} == helpers
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no CuPy")

@@ -1,7 +1,7 @@
 """The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
 shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04), the CuPy
 ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16); and one kernel written in
-TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16).
+TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16 and TF32).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -20,8 +20,9 @@ grid and block are the extents of the scheduled PrimFunc's blockIdx/threadIdx lo
 tiles in dynamic shared memory is launched with the bytes TVM allocated there; the generated kernel takes exactly the
 three pointers A, B, C. A schedule declares its modes (MODES, fp32 where it does not): the operands' dtype.
 
-A TIRx kernel (its module's `kernel(params)`) takes M, N and K as arguments, so one kernel serves every shape: it is
-generated and compiled once, and its module's `launch` gives grid, block and the arguments by name (tensor maps
+A TIRx kernel (its module's `kernel(params, mode)`) takes M, N and K as arguments, so one kernel serves every shape:
+it is generated and compiled once, with the kernels its module's `helpers` adds (launched before it, e.g. to lay an
+operand out), and its module's `launch` gives each launch's kernel, grid, block and arguments by name (tensor maps
 among them).
 """
 from __future__ import annotations
@@ -63,7 +64,7 @@ def modes(file: str) -> tuple[str, ...]:
 
 
 def written_in_tirx(file: str) -> bool:
-    """A kernel written in TIRx (its module's `kernel(params)`: one PrimFunc for every shape, M, N and K its
+    """A kernel written in TIRx (its module's `kernel(params, mode)`: one PrimFunc for every shape, M, N and K its
     arguments), not a schedule of the matmul."""
     return hasattr(schedule_module(file), "kernel")
 
@@ -133,28 +134,49 @@ TENSOR_MAP = ("#ifdef __CUDACC_RTC__\nstruct alignas(64) CUtensorMap_st { unsign
               "typedef struct CUtensorMap_st CUtensorMap;\n#endif\n")
 
 
-def tirx_source(file: str, params: Mapping, target) -> str:
-    """The CUDA C++ TVM generates for the TIRx kernel of `file` with `params` (TVM's tirx pipeline; no GPU needed),
-    with the tensor-map type NVRTC lacks."""
+def tirx_source(file: str, params: Mapping, target, mode: str) -> str:
+    """The CUDA C++ TVM generates for the TIRx kernel of `file` with `params` in `mode`, and for its helpers (TVM's
+    tirx pipeline; no GPU needed), with the tensor-map type NVRTC lacks."""
     import tvm
 
-    func = schedule_module(file).kernel(params)
-    source = str(tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
+    functions = {"main": schedule_module(file).kernel(params, mode), **helpers(file, params, mode)}
+    source = str(tvm.compile(tvm.IRModule(functions), target=target, tir_pipeline="tirx")
                  .mod.imports[0].inspect_source())
     return TENSOR_MAP + source if "CUtensorMap" in source else source
 
 
-def kernel_parameters(source: str) -> list[str]:
-    """The names of the kernel's parameters, in order (a TIRx kernel's order is TVM's)."""
-    found = re.search(rf"{kernel_name(source)}\(([^)]*)\)", source)
+def tirx_kernels(file: str, params: Mapping, mode: str, source: str) -> dict[str, dict]:
+    """The kernels of a TIRx source (tirx_source's) by the names its module's `launch` gives them ("main": the
+    product's; TVM names a helper's kernel after its function, "<name>_kernel"), each with its CUDA name and
+    parameter names."""
+    named = {name: f"{name}_kernel" for name in helpers(file, params, mode)}
+    (main,) = set(kernel_names(source)) - set(named.values())
+    return {name: {"name": cuda, "parameters": kernel_parameters(source, cuda)}
+            for name, cuda in {"main": main, **named}.items()}
+
+
+def helpers(file: str, params: Mapping, mode: str) -> dict:
+    """The kernels a TIRx module launches before its product's, by name (its `helpers`, if it has any)."""
+    module = schedule_module(file)
+    return module.helpers(params, mode) if hasattr(module, "helpers") else {}
+
+
+def kernel_parameters(source: str, name: str | None = None) -> list[str]:
+    """The names of kernel `name`'s parameters (by default the source's one kernel), in order (a TIRx kernel's order
+    is TVM's)."""
+    found = re.search(rf"{name or kernel_name(source)}\(([^)]*)\)", source)
     return [parameter.split()[-1] for parameter in found.group(1).split(",")]
 
 
+def kernel_names(source: str) -> list[str]:
+    return sorted(set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)))
+
+
 def kernel_name(source: str) -> str:
-    names = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source))
+    names = kernel_names(source)
     if len(names) != 1:
-        raise ValueError(f"expected one kernel in TVM's CUDA source, found {sorted(names)}")
-    return names.pop()
+        raise ValueError(f"expected one kernel in TVM's CUDA source, found {names}")
+    return names[0]
 
 
 def launch_dims(sch) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -197,9 +219,11 @@ class Kernel:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shape: tuple[int, int, int]  # (m, n, k)
-    sass: dict  # the loaded cubin's SASS facts (sass.facts: counts, or why they could not be read)
+    sass: dict  # the loaded cubin's SASS facts (sass.facts: counts of all its kernels, or why they could not be read)
     shared_dyn: int  # bytes of dynamic shared memory each launch passes
-    parameters: tuple = ()  # a TIRx kernel's, by name (a schedule's kernel takes A, B and C)
+    # a TIRx source's kernels by the names its module's launch gives them: (function, its parameters' names); a
+    # schedule's one kernel takes A, B and C
+    launched: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -238,14 +262,16 @@ class Compiled:
             if not path.exists():
                 self._keep(path, self.cubin(generated["source"]))
             module = cupy.RawModule(path=str(path))  # the very cubin whose SASS the facts are read from
-            function = module.get_function(kernel_name(generated["source"]))
+            launched = {name: (module.get_function(k["name"]), tuple(k["parameters"]))
+                        for name, k in generated.get("kernels", {}).items()}
+            function = launched["main"][0] if launched else module.get_function(kernel_name(generated["source"]))
             if generated["shared_dyn"] > 48 * 1024:  # over the default limit: the kernel must ask for it
                 function.max_dynamic_shared_size_bytes = generated["shared_dyn"]
             if "sass" not in generated:
                 generated["sass"] = sass.facts(path.read_bytes())
                 self._keep(self._cached(shape), generated)
         return Kernel(function, tuple(generated["grid"]), tuple(generated["block"]), tuple(shape), generated["sass"],
-                      generated["shared_dyn"], tuple(generated.get("parameters", ())))
+                      generated["shared_dyn"], launched)
 
     def cubin(self, source: str) -> bytes:
         """NVRTC's cubin of TVM's source for this architecture (compiled here, not by RawModule, so that the
@@ -267,9 +293,10 @@ class Compiled:
         target = cuda_target(self.arch)
         if self.tirx:  # launched as its module's `launch` says, whatever the shape
             suffix = getattr(self.module, "ARCH_SUFFIX", "")
-            source = tirx_source(self.file, self.params, cuda_target(self.arch + suffix))
-            return self._keep(path, {"source": source, "grid": (), "block": (), "parameters": kernel_parameters(source),
-                                     "shared_dyn": self.module.shared_bytes(self.params)})
+            source = tirx_source(self.file, self.params, cuda_target(self.arch + suffix), self.mode)
+            return self._keep(path, {"source": source, "grid": (), "block": (), "shared_dyn":
+                                     self.module.shared_bytes(self.params),
+                                     "kernels": tirx_kernels(self.file, self.params, self.mode, source)})
         sch = scheduled(self.file, self.params, shape, target, mode=self.mode)
         grid, block = launch_dims(sch)
         config = pass_config(self.file, self.params)
@@ -329,10 +356,11 @@ def _build(file: str, mode: str, params: Mapping, cache_dir) -> Built:
 def _run(compiled: Compiled, a, b, c, stream) -> None:
     m, k = a.shape
     kernel = compiled.kernel(m, b.shape[1], k)
-    if kernel.parameters:  # a TIRx kernel: its module gives the launch and the arguments
-        grid, block, arguments = compiled.module.launch(compiled.params, a, b, c, compiled.buffers, stream)
-        kernel.function(grid, block, tuple(arguments[name] for name in kernel.parameters), stream=stream,
-                        shared_mem=kernel.shared_dyn)
+    if kernel.launched:  # a TIRx kernel: its module gives the launches and their arguments
+        for name, grid, block, arguments in compiled.module.launch(compiled.params, a, b, c, compiled.buffers, stream):
+            function, parameters = kernel.launched[name]
+            function(grid, block, tuple(arguments[p] for p in parameters), stream=stream,
+                     shared_mem=kernel.shared_dyn if name == "main" else 0)
         return
     kernel.function(kernel.grid, kernel.block, (a, b, c), stream=stream, shared_mem=kernel.shared_dyn)
 
