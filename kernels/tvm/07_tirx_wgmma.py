@@ -27,7 +27,10 @@ from typing import Mapping
 
 from kernels.tiles import cdiv
 
-MODES = ("bf16", "tf32")
+MODES = ("bf16",)
+# Written and checked on an H200 by a probe (reports/examples/h200-tvm-tirx-wgmma), not yet searched: a mode joins
+# MODES with its committed tuning, since the default run would otherwise search it on every GPU model
+PROBED_MODES = ("tf32",)
 ARCH_SUFFIX = "a"  # wgmma and its TMA need sm_90a
 LINE = 128  # bytes of k per stage and row: one 128-byte swizzled line
 ELEMENT_BYTES = {"bf16": 2, "tf32": 4}  # of an operand, in each mode (TF32 reads float32, its low bits dropped)
