@@ -1,4 +1,5 @@
-"""TVM on Hopper's tensor cores: BF16 or TF32 operands, FP32 accumulators, wgmma fed by TMA, written in TVM's TIRx.
+"""TVM on Hopper's tensor cores: BF16 operands (TF32 written and probed, see PROBED_MODES), FP32 accumulators, wgmma
+fed by TMA, written in TVM's TIRx.
 
 TVM 0.27's schedule language has no wgmma intrinsic to tensorize to (see 06_wmma.py), but its TIRx language, the
 tile-level kernel language beside it, has Hopper's instructions as operations (T.ptx: wgmma, cp.async.bulk.tensor,
@@ -38,7 +39,7 @@ TRANSPOSE_TILE = 32  # k_major's tiles, of TRANSPOSE_TILE × 8 threads
 DYNAMIC_SMEM = 227 * 1024  # an H100's or H200's per-block limit
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "GROUP": 8}  # tc05's tuned H200 class for 4096 and 8192
 SPACE = {"BM": [64, 128, 256], "BN": [128, 256], "STAGES": [3, 4, 5, 6], "GROUP": [8, 16]}  # tc05's
-DESCRIPTION = ("tensor cores through wgmma in TVM's TIRx kernel language (BF16 or TF32 in, FP32 out): TMA producer, "
+DESCRIPTION = ("tensor cores through wgmma in TVM's TIRx kernel language (BF16 in, FP32 out): TMA producer, "
                "mbarrier stages, 64×BN accumulators per consumer warpgroup")
 
 
