@@ -222,16 +222,13 @@ def launch(p: Mapping, a, b, c, buffers: dict, stream) -> list[tuple[str, tuple,
     launches = []
     a, lda = _rows_aligned(a, buffers, "a", stream)
     if element == ELEMENT_BYTES["tf32"]:
-        ld = cdiv(k, 16 // element) * (16 // element)
-        if "bt" not in buffers or buffers["bt"].shape != (n, ld):
-            import cupy
-
-            buffers["bt"] = cupy.empty((n, ld), dtype=cupy.float32)
+        ld = _aligned(k, element)
+        bt = _buffer(buffers, "bt", (n, ld), a.dtype)
         transposing = cdiv(n, TRANSPOSE_TILE) * cdiv(k, TRANSPOSE_TILE)
         launches.append(("k_major", (transposing,), (TRANSPOSE_TILE * 8,),
-                         {"B_ptr": b, "Bt_ptr": buffers["bt"], "K": numpy.int32(k), "N": numpy.int32(n),
+                         {"B_ptr": b, "Bt_ptr": bt, "K": numpy.int32(k), "N": numpy.int32(n),
                           "ld": numpy.int32(ld), "tiles": numpy.int32(transposing)}))
-        b_map = tensor_map(buffers["bt"].data.ptr, n, k, ld, element, p["BN"])
+        b_map = tensor_map(bt.data.ptr, n, k, ld, element, p["BN"])
     else:
         b, ldb = _rows_aligned(b, buffers, "b", stream)
         b_map = tensor_map(b.data.ptr, k, n, ldb, element, 64)
@@ -248,13 +245,24 @@ def _rows_aligned(x, buffers: dict, name: str, stream) -> tuple:
     import cupy
 
     rows, cols = x.shape
-    align = 16 // x.itemsize
-    if cols % align == 0 and x.data.ptr % 16 == 0:
+    ld = _aligned(cols, x.itemsize)
+    if ld == cols and x.data.ptr % 16 == 0:
         return x, cols
-    ld = cdiv(cols, align) * align
-    if name not in buffers or buffers[name].shape != (rows, ld):
-        buffers[name] = cupy.empty((rows, ld), dtype=x.dtype)
-    padded = buffers[name]
+    padded = _buffer(buffers, name, (rows, ld), x.dtype)
     cupy.cuda.runtime.memcpy2DAsync(padded.data.ptr, ld * x.itemsize, x.data.ptr, cols * x.itemsize,
                                     cols * x.itemsize, rows, cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
     return padded, ld
+
+
+def _aligned(cols: int, element_bytes: int) -> int:
+    """The row stride, in elements, of `cols` columns padded to 16 bytes (TMA's stride)."""
+    return cdiv(cols * element_bytes, 16) * 16 // element_bytes
+
+
+def _buffer(buffers: dict, name: str, shape: tuple, dtype):
+    """The launch's buffer `name` of `shape`, kept from call to call (made anew when the shape changes)."""
+    import cupy
+
+    if name not in buffers or buffers[name].shape != shape:
+        buffers[name] = cupy.empty(shape, dtype=dtype)
+    return buffers[name]

@@ -248,6 +248,11 @@ class Compiled:
     def tirx(self) -> bool:
         return written_in_tirx(self.file)
 
+    @functools.cached_property
+    def arch_suffix(self) -> str:
+        """What the kernel's architecture adds to the GPU's ("a": sm_90a, for wgmma)."""
+        return getattr(self.module, "ARCH_SUFFIX", "")
+
     def kernel(self, m: int, n: int, k: int) -> Kernel:
         shape = () if self.tirx else (m, n, k)
         if shape not in self.kernels:
@@ -279,8 +284,8 @@ class Compiled:
         kernel that runs and the one whose SASS is read are one file)."""
         from cupy.cuda import compiler
 
-        suffix = getattr(self.module, "ARCH_SUFFIX", "")  # an option: CuPy's arch is a number
-        options = nvrtc_options() + ((f"-arch={self.arch}{suffix}",) if suffix else ())
+        # an option: CuPy's arch is a number
+        options = nvrtc_options() + ((f"-arch={self.arch}{self.arch_suffix}",) if self.arch_suffix else ())
         cubin, _ = compiler.compile_using_nvrtc(source, options, arch=self.arch.removeprefix("sm_"))
         return cubin
 
@@ -293,8 +298,7 @@ class Compiled:
             return json.loads(path.read_text())
         target = cuda_target(self.arch)
         if self.tirx:  # launched as its module's `launch` says, whatever the shape
-            suffix = getattr(self.module, "ARCH_SUFFIX", "")
-            source = tirx_source(self.file, self.params, cuda_target(self.arch + suffix), self.mode)
+            source = tirx_source(self.file, self.params, cuda_target(self.arch + self.arch_suffix), self.mode)
             return self._keep(path, {"source": source, "grid": (), "block": (), "shared_dyn":
                                      self.module.shared_bytes(self.params),
                                      "kernels": tirx_kernels(self.file, self.params, self.mode, source)})
@@ -341,16 +345,15 @@ def _build(file: str, mode: str, params: Mapping, cache_dir) -> Built:
     problem = module.check(params)
     if problem:
         raise ValueError(f"{Path(file).stem} cannot use {dict(params)}: {problem}")
-    arch = current_arch()
-    if getattr(module, "ARCH_SUFFIX", "") and arch != "sm_90":
-        raise ValueError(f"{Path(file).stem} needs sm_90a (wgmma), and this GPU is {arch}")
-    compiled = Compiled(file, dict(params), arch, mode, str(cache_dir) if cache_dir else None)
+    compiled = Compiled(file, dict(params), current_arch(), mode, str(cache_dir) if cache_dir else None)
+    if compiled.arch_suffix and compiled.arch != "sm_90":
+        raise ValueError(f"{Path(file).stem} needs sm_90a (wgmma), and this GPU is {compiled.arch}")
     kernel = compiled.kernel(*(params.get("tuned_shape") or REPRESENTATIVE_SHAPE))
     function = kernel.function
     threads = module.threads(params) if compiled.tirx else kernel.block[0] * kernel.block[1] * kernel.block[2]
     facts = {"registers": function.num_regs, "local_bytes": function.local_size_bytes,
              "shared_bytes": function.shared_size_bytes + kernel.shared_dyn, "threads": threads,
-             "arch": compiled.arch + getattr(module, "ARCH_SUFFIX", ""), **kernel.sass}
+             "arch": compiled.arch + compiled.arch_suffix, **kernel.sass}
     return Built(compiled, facts)
 
 
