@@ -160,3 +160,29 @@ def test_each_parameter_set_of_a_rung_has_a_numba_cache_index_of_its_own(monkeyp
         variants._jit(kernel, params)
         names.append(jitted[-1])
     assert names[0] != names[1] and names[0] == names[2]
+
+
+CLOSURE_DIGEST = """
+import hashlib, json, sys
+from numba.cuda.serialize import dumps
+from kernels.numba.variants import RUNGS, module
+for rung in RUNGS:
+    if not rung.gufunc:
+        closure = tuple(cell.cell_contents for cell in module(rung.file).make(**rung.defaults).__closure__ or ())
+        print(json.dumps([rung.variant_name, hashlib.sha256(dumps(closure)).hexdigest()]))
+"""
+
+
+def test_every_rung_finds_its_numba_cache_entry_from_another_process():
+    """Numba's cache index keys a kernel on its code and the pickled contents of its closure. An intrinsic pickles
+    with a UUID of its process, so a kernel whose closure held one (rung 08's cp.async, through a device function)
+    missed the cache in every other process and was compiled again in each measure job (seconds per size class).
+    Two processes must pickle every rung's closure alike."""
+    def digests():
+        out = subprocess.run([sys.executable, "-c", CLOSURE_DIGEST], capture_output=True, text=True, check=True,
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+        return dict(json.loads(line) for line in out.splitlines())
+
+    first, second = digests(), digests()
+    assert len(first) == len(KERNEL_RUNGS)
+    assert {name for name in first if first[name] != second[name]} == set()

@@ -37,7 +37,6 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
     (BM, BN, BK, WM, WN, TM, TN, WSUBM, WSUBN, TCOLS, WARPS_N, A_ROWS, B_ROWS, GROUP) = map(
         U, (BM, BN, BK, WM, WN, TM, TN, WSUBM, WSUBN, TCOLS, WARPS_N, A_ROWS, B_ROWS, GROUP))
     ZERO, ONE = U(0), U(1)
-    copy4, commit, wait = async_copy.copy4, async_copy.commit, async_copy.wait
     write_back = warptile.tile_writer(WMITER, WNITER, WSUBM, WSUBN, TM, TN)
     place = warptile.thread_place(BM, BN, WM, WN, TM, TN, GROUP, WARPS_N, WARP_ROWS, TCOLS)
 
@@ -46,11 +45,11 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
         """k-tile at k0 into `stage`: A[row0 + r, k0 + c] to As[stage, c, r], B[k0 + r, col0 + c] to Bs[stage, r, c]."""
         for copy in range(A_COPIES):
             r = a_row + copy * A_ROWS
-            copy4(As[stage], a_col, r, a, row0 + r, k0 + a_col, row0 + r < m and k0 + a_col < k)
+            async_copy.copy4(As[stage], a_col, r, a, row0 + r, k0 + a_col, row0 + r < m and k0 + a_col < k)
         for copy in range(B_COPIES):
             r = b_row + copy * B_ROWS
-            copy4(Bs[stage], r, b_col, b, k0 + r, col0 + b_col, k0 + r < k and col0 + b_col < n)
-        commit()
+            async_copy.copy4(Bs[stage], r, b_col, b, k0 + r, col0 + b_col, k0 + r < k and col0 + b_col < n)
+        async_copy.commit()
 
     def sgemm_cp_async(a, b, c):
         As = cuda.shared.array(A_SHAPE, float32)
@@ -72,19 +71,19 @@ def make(BM, BN, BK, WM, WN, WMITER, WNITER, TM, TN, STAGES, GROUP):
             if uint64(s) < tiles_k:
                 issue(a, b, As, Bs, s, uint64(s) * BK, row0, col0, a_row, a_col, b_row, b_col, m, n, k)
             else:
-                commit()
+                async_copy.commit()
         for t0 in range(ZERO, tiles_k, U(STAGES)):
             for s in range(STAGES):  # unrolled: tile t0 + s is in stage s, a constant here
                 t = t0 + uint64(s)
                 if t < tiles_k:
-                    wait(PENDING)  # this thread's copies of tile t have landed ...
+                    async_copy.wait(PENDING)  # this thread's copies of tile t have landed ...
                     cuda.syncthreads()  # ... everyone's, and nobody reads tile t - 1's stage any more
                     ahead = t + U(STAGES - 1)
                     if ahead < tiles_k:  # into the stage tile t - 1 used
                         issue(a, b, As, Bs, (s + STAGES - 1) % STAGES, ahead * BK, row0, col0, a_row, a_col,
                               b_row, b_col, m, n, k)
                     else:
-                        commit()
+                        async_copy.commit()
                     multiply(As[s], Bs[s], acc, a_frag, b_frag, row, col)
 
         write_back(c, acc, row0 + row, col0 + col, m, n)
