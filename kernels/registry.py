@@ -34,6 +34,15 @@ class Built:
 
     artifact: Any
     facts: dict = field(default_factory=dict)  # compile_s, registers, shared_bytes, local_bytes, ...
+    # facts that take seconds to read (a disassembly, a second compile to read the PTX): read only where a build
+    # record asks for them (all_facts), not in the measure jobs, which load the kernel and launch it
+    costly_facts: Callable[[], dict] | None = None
+
+    def all_facts(self) -> dict:
+        if self.costly_facts:
+            self.facts.update(self.costly_facts())
+            self.costly_facts = None
+        return self.facts
 
 
 @dataclass(frozen=True)

@@ -494,6 +494,20 @@ register(Variant(family="cpu", name="planted-unstable-compiler", device="cpu", m
                  description="test builds: its first compile caches a kernel unlike the one its tuning timed"))
 
 
+def _build_costly_facts(mode, params, cache_dir):
+    """Facts that take seconds to read (a disassembly): each read is a line in PLANTED_FACT_READS."""
+    def disassembled():
+        with Path(os.environ["PLANTED_FACT_READS"]).open("a") as out:
+            out.write("read\n")
+        return {"disassembled": True}
+    return Built(None, {"compile_s": 0.0}, disassembled)
+
+
+register(Variant(family="cpu", name="planted-costly-facts", device="cpu", modes=("fp32",), build=_build_costly_facts,
+                 run=lambda artifact, a, b, c, stream: np.matmul(a, b, out=c),
+                 description="test builds: facts read only where a build record asks for them"))
+
+
 def _collapses_above_64(artifact, a, b, c, stream):
     """GROUP 16 is the faster up to n = 64 and collapses above; GROUP 8 holds everywhere."""
     time.sleep((0.005 if a.shape[0] <= 64 else 0.1) if artifact == 16 else 0.008)  # far apart: CI hosts are loaded

@@ -434,6 +434,17 @@ def test_a_compiler_that_never_makes_the_tuned_kernel_is_said_so_in_the_build_ro
     assert len((tmp_path / "compiles.log").read_text().splitlines()) == 2 * (1 + build.REBUILDS)  # two classes
 
 
+def test_a_measure_job_loads_the_kernel_without_reading_its_costly_facts(cfg, tmp_path, monkeypatch):
+    """A build record holds every fact of the build (Numba's PTX and SASS facts cost a second or more per kernel);
+    the measure job, which builds the kernel again from the run's caches only to launch it, reads none of them."""
+    reads = tmp_path / "reads.log"
+    monkeypatch.setenv("PLANTED_FACT_READS", str(reads))
+    built, rows, bench = run_stages(cfg, tmp_path, "cpu/planted-costly-facts")
+    assert built["status"] == "ok" and built["disassembled"] is True
+    assert {r["status"] for r in rows.values()} | {bench["status"]} == {"ok"}
+    assert reads.read_text().splitlines() == ["read"]  # the build's, not the measure job's
+
+
 def _fake_ncu(tmp_path) -> str:
     """An executable `ncu` that runs tests/fake_ncu.py."""
     script = tmp_path / "ncu"

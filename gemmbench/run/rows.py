@@ -80,9 +80,10 @@ def build_row(variant, task: Task, backend) -> dict:
     by_class = {size: builds.get(size)[1] for size in builds.params}
     backend.synchronize()
     # The largest class's facts stand for the build; every class's facts are kept beside them.
-    facts = {"compile_s": time.perf_counter() - start, **by_class[max(by_class, key=lambda size: size or 0)].facts}
+    compile_s = time.perf_counter() - start
+    facts = {"compile_s": compile_s, **by_class[max(by_class, key=lambda size: size or 0)].all_facts()}
     if task.classes:  # their parameters are in the build record's `tuned` field
-        facts["classes"] = {size: b.facts for size, b in by_class.items()}
+        facts["classes"] = {size: b.all_facts() for size, b in by_class.items()}
     facts["toolchain"] = provenance.toolchain()  # as the worker sees it: the versions that compiled this build
     message = "built" + (" (tuned per size class)" if task.classes else "")
     if variant.prepare and (task.prepare or task.refused):

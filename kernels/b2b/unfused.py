@@ -2,6 +2,7 @@
 of a plain GEMM variant (cuBLAS, the CuPy ladder's last rung at its default parameters, NumPy on the CPU)."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -31,7 +32,7 @@ class TwoCalls:
 def unfused(gemm: Variant) -> Variant:
     def build(mode, params, cache_dir):
         built = gemm.build(mode, params, cache_dir)
-        return registry.Built(TwoCalls(gemm, built.artifact), built.facts)
+        return dataclasses.replace(built, artifact=TwoCalls(gemm, built.artifact))
 
     def unsupported(m, k0, n0, n1, params):
         return gemm.unsupported(m, n0, k0, params) or gemm.unsupported(m, n1, n0, params)
