@@ -199,3 +199,20 @@ def test_the_cli_times_the_shape_it_names_within_the_cpus_peak(capsys, monkeypat
     tflops = float(re.search(r"\(([\d.]+) TFLOP/s\)", out).group(1))
     assert 0 < tflops <= devices.cpu_peak()[0]["fp32"], out
     assert "timing gate: checked" in out
+
+
+def test_fp32_and_tf32_points_of_one_shape_share_one_kept_reference(monkeypatch):
+    """Both modes store float32 inputs, made from the shape's seed alone: their fp64 reference is one product,
+    computed once per worker; bf16's inputs are other numbers (rounded to bfloat16), with a reference of their own."""
+    from gemmbench import workloads
+    from gemmbench.run import operands
+    from gemmbench.run.task import Point
+
+    monkeypatch.setattr(operands, "REFERENCES", operands.References())
+    backend, gemm, point = devices.Backend(), workloads.get("gemm"), Point({"m": 48, "n": 40, "k": 56}, seed=5)
+    computed = {}
+    for mode in ("fp32", "tf32", "bf16"):
+        inputs = backend.inputs(gemm.operands(point.sizes), point.seed, mode, scaled=True)
+        computed[mode] = operands.kept_reference(gemm, backend, inputs, point, mode)
+    assert computed["fp32"][1] > 0 and computed["tf32"] == (computed["fp32"][0], 0.0) and computed["bf16"][1] > 0
+    assert not np.array_equal(computed["bf16"][0][0], computed["fp32"][0][0])

@@ -33,6 +33,19 @@ def test_cublas_validates_on_awkward_and_sweep_shapes(tmp_path, mode):
     assert all(r["gpu_uuid"].startswith("GPU-") for r in rows)
 
 
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (33, 63, 7), (1000, 64, 999), (513, 4096, 257)])
+def test_a_scale_from_the_tensor_cores_is_the_fp64_scale_to_a_part_in_a_thousand(cuda, m, k, n):
+    """Validation's inputs (rows and columns scaled over 2^±12): the scale the GPU's checks use (its squares
+    multiplied on the TF32 tensor cores, short reductions in fp64) against the scale in fp64, element by element."""
+    from gemmbench import workloads
+
+    a, b = (devices.widened(cuda.xp, x) for x in cuda.inputs([(m, k), (k, n)], 7, "fp32", scaled=True))
+    gemm = workloads.get("gemm")
+    fast, exact = gemm.scale(cuda.xp, [a, b], cuda.nonnegative_product), gemm.scale(cuda.xp, [a, b], cuda.xp.matmul)
+    assert fast.dtype == (cuda.xp.float64 if k < cuda.SHORT_REDUCTION else cuda.xp.float32)
+    assert float(cuda.xp.min(exact)) > 0 and float(cuda.xp.max(cuda.xp.abs(fast - exact) / exact)) < 1e-3
+
+
 def test_tf32_is_really_tensor_core_tf32(cuda):
     """TF32 rounds inputs to 10 mantissa bits: its error must be clearly larger than FP32's."""
     from kernels import registry

@@ -61,6 +61,7 @@ class CountingBackend:
     """A clock that returns scripted device times and counts flushes."""
 
     TIMER_RESOLUTION_S = 1e-9
+    BATCHES_SHORT_KERNELS = False
 
     def __init__(self):
         self.flushes = 0
@@ -103,6 +104,24 @@ def test_warm_up_runs_at_least_the_count_and_for_at_least_the_time():
     timing.warm_up(backend, lambda: (runs.append(clock()), __import__("time").sleep(0.01)), runs=1, seconds=0.1)
     # on a loaded machine a 10 ms sleep may take far longer, so judge the time covered, not the launches
     assert clock() - started >= 0.1 and len(runs) >= 1
+
+
+@pytest.mark.parametrize("host_s, batches, warmed", [(2e-3, True, True), (2e-5, True, False), (2e-5, False, True)])
+def test_a_short_gpu_kernel_spends_no_warm_up_seconds(host_s, batches, warmed):
+    """Launched and synchronised one by one, a kernel under BATCH_TARGET_S leaves a GPU idle most of the time: no
+    clock settles under that load, so its warm-up is the launch count. A CPU's calls keep the CPU busy."""
+    import time
+
+    class Backend(CountingBackend):
+        BATCHES_SHORT_KERNELS = batches
+
+        def host_time(self, run):
+            run()
+            return host_s
+
+    runs, started = [], time.perf_counter()
+    timing.warm_up(Backend(), lambda: runs.append(1), runs=2, seconds=0.2)
+    assert (time.perf_counter() - started >= 0.2) == warmed and (len(runs) == 2) != warmed
 
 
 def test_a_busy_device_is_warm_already():

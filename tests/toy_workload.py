@@ -11,7 +11,7 @@ workloads.register(workloads.Workload(
     operands=lambda d: [(d["m"], d["k"]), (d["k"], 1)],
     output=lambda d: (d["m"], 1),
     reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
-    scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
+    scale=lambda xp, ops, product: xp.sqrt(product(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["k"],
     formula="2·m·k; minimum bytes = 4 · (mk + k + m)",
     sweep=lambda config: [(n, n) for n in config["square_sizes"]],

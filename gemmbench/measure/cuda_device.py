@@ -14,6 +14,7 @@ from gemmbench.measure import provenance
 from gemmbench.measure.devices import FLOP_PER_CLOCK_PER_SM, Backend, ClockWatch, Sets, cpu_model
 
 HERE = Path(__file__).parent
+R_32F, COMPUTE_32F_FAST_TF32, GEMM_DEFAULT = 0, 77, -1  # cuBLAS's cudaDataType, cublasComputeType_t, algorithm
 
 
 class BlockedTooLong(RuntimeError):
@@ -50,6 +51,28 @@ class CudaBackend(Backend):
 
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    SHORT_REDUCTION = 64  # reductions shorter than this keep the scale in fp64
+
+    def nonnegative_product(self, a, b):
+        """a·b of two matrices of non-negative terms on the TF32 tensor cores, in float32: each term within 2^-9 of
+        itself, so their sum is too (a scale needs no more), where fp64 takes as long as the reference's own product.
+        A short reduction stays in fp64: a square of a product under about 1e-19 is below float32's range, and an
+        element summed from a few such terms would get a scale of 0."""
+        if a.shape[1] < self.SHORT_REDUCTION:
+            return a @ b
+        from cupy_backends.cuda.libs import cublas
+
+        cupy = self.cupy
+        a, b = (cupy.ascontiguousarray(x, dtype=cupy.float32) for x in (a, b))
+        (m, k), n = a.shape, b.shape[1]
+        c = cupy.empty((m, n), dtype=cupy.float32)
+        handle, one_zero = cupy.cuda.device.get_cublas_handle(), np.array([1.0, 0.0], dtype=np.float32)
+        cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+        # row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B first, nothing transposed
+        cublas.gemmEx(handle, 0, 0, n, m, k, one_zero.ctypes.data, b.data.ptr, R_32F, n, a.data.ptr, R_32F, k,
+                      one_zero.ctypes.data + 4, c.data.ptr, R_32F, n, COMPUTE_32F_FAST_TF32, GEMM_DEFAULT)
+        return c
 
     def _grid(self, n: int, threads: int = 256) -> tuple:
         return (min(max(1, -(-n // threads)), 8 * self._sms),), (threads,)

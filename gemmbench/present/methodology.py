@@ -28,7 +28,9 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                         f"whose timer is the call itself, one call's median stands, the batched one beside it",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point, and the device kept busy for "
                     f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
-                    f"points back to back, so only its first point waits that long); on a GPU the warm-up goes on, in "
+                    f"points back to back, so only its first point waits that long; a GPU kernel under "
+                    f"{BATCH_TARGET_S * 1e6:.0f} µs, launched one at a time, idles the GPU and waits none); on a GPU the "
+                    f"warm-up goes on, in "
                     f"{SETTLE_WINDOW_S} s windows (the warm-up's own launches count as the first where they span one), "
                     f"while a power or thermal slowdown is still lowering "
                     f"the clock under this kernel's own load (until two windows' mean clocks agree within "

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from gemmbench import workloads
 from gemmbench.measure import checking, devices
 from gemmbench.run.task import Point
+from kernels.registry import OPERAND_DTYPE
 
 
 def operands_of(variant, backend, point: Point, mode: str, scaled: bool = False) -> tuple[list, object, object, object]:
@@ -25,13 +26,16 @@ class ReferenceChanged(RuntimeError):
 
 class References:
     """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a shape's
-    validation in every variant of a mode that a resident worker measures in turn checks against the same product
-    (inputs are fixed by seed, shape and mode). Each is kept with a keyed digest of its bytes (the key drawn from the
+    validation in every variant that a resident worker measures in turn checks against the same product (inputs are
+    fixed by seed, shape and how the mode stores them: fp32 and tf32 share theirs). Each is kept with a keyed digest of its bytes (the key drawn from the
     operating system), checked before each use: a variant that writes the reference is caught, and the entry is
     computed again for the next."""
 
-    BUDGET_BYTES = 8 << 30  # a 16384² reference and its scale hold 4 GiB; the sweep's shapes together about 6 GiB
-    BUDGET_SHARE = 0.1  # and at most this share of the device's memory: the point's own buffers need the rest
+    # A 16384² reference and its scale (fp64 and, on a GPU, fp32) hold 3 GiB; the sweep's and awkward shapes of one
+    # storage together about 5 GiB: the budget keeps both storages' (float32, bfloat16 bits), so none is computed
+    # twice in a run whose jobs take the modes in any order
+    BUDGET_BYTES = 12 << 30
+    BUDGET_SHARE = 0.15  # and at most this share of the device's memory: the point's own buffers need the rest
 
     def __init__(self):
         self.kept: OrderedDict = OrderedDict()
@@ -76,15 +80,15 @@ REFERENCES = References()
 def reference(workload, backend, operands) -> tuple:
     """(the fp64 result of `operands`, each element's scale (Workload.scale)), computed now."""
     wide = [devices.widened(backend.xp, x) for x in operands]
-    pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide)
+    pair = workload.reference(backend.xp, wide), workload.scale(backend.xp, wide, backend.nonnegative_product)
     backend.synchronize()
     return pair
 
 
 def kept_reference(workload, backend, operands, point: Point, mode: str) -> tuple[tuple, float]:
-    """The fp64 reference of `operands` (validation's inputs of the point: its seed, shape and mode fix them) and
+    """The fp64 reference of `operands` (validation's inputs of the point: its seed, shape and storage fix them) and
     each element's scale, and the seconds spent computing them here (0: computed for an earlier point)."""
-    return REFERENCES.get((workload.name, tuple(point.sizes.items()), point.seed, mode),
+    return REFERENCES.get((workload.name, tuple(point.sizes.items()), point.seed, OPERAND_DTYPE[mode]),
                           lambda: reference(workload, backend, operands), backend)
 
 

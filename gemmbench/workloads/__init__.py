@@ -27,9 +27,10 @@ class Workload:
     operands: Callable[[dict], list[tuple]]  # shapes of the inputs, in run() order
     output: Callable[[dict], tuple]
     reference: Callable[[object, list], object]  # (xp, float64 operands) -> float64 result
-    # (xp, float64 operands) -> per output element, the root-sum-square of the products summed into it: rounding
-    # errors grow with it, so an element's error is judged against its own (not the largest element's)
-    scale: Callable[[object, list], object]
+    # (xp, float64 operands, product) -> per output element, the root-sum-square of the products summed into it:
+    # rounding errors grow with it, so an element's error is judged against its own (not the largest element's).
+    # `product(a, b)` multiplies matrices of squares (Backend.nonnegative_product: on a GPU, on its tensor cores)
+    scale: Callable[[object, list, Callable], object]
     flops: Callable[[dict], object]
     formula: str  # FLOPs and minimum bytes in words, for the report's methodology
     sweep: Callable[[dict], list[tuple]]  # (validated config) -> the sweep's shapes, sizes in axis order

@@ -12,7 +12,7 @@ WORKLOAD = Workload(
     operands=lambda d: [(d["m"], d["k0"]), (d["k0"], d["n0"]), (d["n0"], d["n1"])],
     output=lambda d: (d["m"], d["n1"]),
     reference=lambda xp, ops: xp.matmul(xp.matmul(ops[0], ops[1]), ops[2]),
-    scale=lambda xp, ops: xp.sqrt(xp.matmul(xp.matmul(ops[0] ** 2, ops[1] ** 2), ops[2] ** 2)),
+    scale=lambda xp, ops, product: xp.sqrt(product(product(ops[0] ** 2, ops[1] ** 2), ops[2] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["k0"] * d["n0"] + 2.0 * d["m"] * d["n0"] * d["n1"],
     formula="2·m·k0·n0 + 2·m·n0·n1 (both products); minimum bytes = 4 · (m·k0 + k0·n0 + n0·n1 + m·n1), "
             "without the m×n0 intermediate",

@@ -9,7 +9,7 @@ WORKLOAD = Workload(
     operands=lambda d: [(d["m"], d["k"]), (d["k"], d["n"])],
     output=lambda d: (d["m"], d["n"]),
     reference=lambda xp, ops: xp.matmul(ops[0], ops[1]),
-    scale=lambda xp, ops: xp.sqrt(xp.matmul(ops[0] ** 2, ops[1] ** 2)),
+    scale=lambda xp, ops, product: xp.sqrt(product(ops[0] ** 2, ops[1] ** 2)),
     flops=lambda d: 2.0 * d["m"] * d["n"] * d["k"],
     formula="2·m·n·k; minimum bytes = 4 · (mk + kn + mn), with bf16 operands 2 · (mk + kn) + 4 · mn",
     sweep=lambda config: [(n, n, n) for n in config["square_sizes"]]
