@@ -27,9 +27,9 @@ class ReferenceChanged(RuntimeError):
 class References:
     """The fp64 references (and scales) this worker computed, newest last, kept within a byte budget: a shape's
     validation in every variant that a resident worker measures in turn checks against the same product (inputs are
-    fixed by seed, shape and how the mode stores them: fp32 and tf32 share theirs). Each is kept with a keyed digest of its bytes (the key drawn from the
-    operating system), checked before each use: a variant that writes the reference is caught, and the entry is
-    computed again for the next."""
+    fixed by seed, shape and how the mode stores them: fp32 and tf32 share theirs). Each is kept with a keyed digest
+    of its bytes (the key drawn from the operating system), checked before each use: a variant that writes the
+    reference is caught, and the entry is computed again for the next."""
 
     # A 16384² reference and its scale (fp64 and, on a GPU, fp32) hold 3 GiB; the sweep's and awkward shapes of one
     # storage together about 5 GiB: the budget keeps both storages' (float32, bfloat16 bits), so none is computed
