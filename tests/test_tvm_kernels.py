@@ -71,7 +71,7 @@ def tirx_source(mode: str = "bf16") -> str:
 @pytest.mark.parametrize("file, mode", [pytest.param(*p.values, "fp32", marks=p.marks) if hasattr(p, "values")
                                          else (p, "fp32") for p in SCHEDULES]
                          + [(f, m) for f in variants.KERNELS
-                            for m in variants.modes(f) + getattr(variants.schedule_module(f), "PROBED_MODES", ())])
+                            for m in variants.modes(f)])
 def test_nvrtc_finds_the_headers_the_launch_needs(file, mode):
     """The run path compiles with cupy.RawModule, which needs a GPU; this is the same NVRTC with its options (for a
     TIRx kernel, also the tensor-map type that NVRTC lacks)."""
@@ -137,7 +137,7 @@ def test_dlight_launch_matches_its_source(shape):
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
-@pytest.mark.parametrize("mode", TIRX.MODES + TIRX.PROBED_MODES)
+@pytest.mark.parametrize("mode", TIRX.MODES)
 def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spilling(tmp_path, mode):
     """One kernel for every shape (M, N, K its arguments), whose parameters are those its launch names, storing its
     accumulators in pairs (64-bit stores) where it may, from registers (no local memory); in TF32 with k_major beside

@@ -1,8 +1,7 @@
 """The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
 shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04), the CuPy
 ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16); and one kernel written in
-TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16; its TF32
-written and probed).
+TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16 and TF32).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
