@@ -11,7 +11,7 @@ def checked(cpu, a, b, c, mode="fp32"):
     own scale."""
     wide = [a.astype("float64"), b.astype("float64")]
     gemm = workloads.get("gemm")
-    errors = cpu.errors(gemm.reference(np, wide), c, gemm.scale(np, wide))
+    errors = cpu.errors(gemm.reference(np, wide), c, gemm.scale(np, wide, cpu.nonnegative_product))
     return (*verdict(errors, mode, a.shape[1], c.size), errors)
 
 
@@ -88,7 +88,7 @@ def test_one_dropped_product_term_is_caught_where_a_bound_on_the_largest_element
     the largest element), above that element's own."""
     a, b = cpu.inputs([(1024, 1024), (1024, 1024)], seed=8)
     wide = [a.astype("float64"), b.astype("float64")]
-    scale = workloads.get("gemm").scale(np, wide)
+    scale = workloads.get("gemm").scale(np, wide, cpu.nonnegative_product)
     bound = checking.MAX_UNITS * checking.unit_error("fp32", 1024)
     reference_max = np.abs(wide[0] @ wide[1]).max()
     products = np.abs(a[:, :1] * b[:1, :])  # the p = 0 term of every element
