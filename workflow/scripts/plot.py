@@ -6,5 +6,4 @@ from kernels import registry
 
 logs.setup(snakemake.log[0])
 registry.load(snakemake.config["variant_modules"])  # they may register workloads the rows name
-plot.run(Path(snakemake.input.summary).parent, snakemake.output.png, snakemake.threads, snakemake.log[0],
-         snakemake.config["variant_modules"])
+plot.run(Path(snakemake.input.summary).parent, snakemake.output.png, snakemake.threads)
