@@ -242,9 +242,8 @@ def _build(rung: Rung, params: Mapping) -> Built:
              "shared_bytes": kernel.shared_mem_per_block, "threads": rung.threads(params)}
 
     def code_facts() -> dict:  # NVVM compiles the PTX again and nvdisasm reads the cubin: a second or more
-        read = {**facts, **ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))),
-                **sass_facts(_sass(kernel))}
-        return {**read, "limits": limits(read)}
+        read = {**ptx_facts(dispatcher.inspect_asm(next(iter(dispatcher.overloads)))), **sass_facts(_sass(kernel))}
+        return {**read, "limits": limits({**facts, **read})}
 
     return Built(Compiled(rung, dict(params), dispatcher), facts, code_facts)
 
