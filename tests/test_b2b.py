@@ -39,7 +39,7 @@ def test_the_b2b_plan_is_every_combination_of_its_axes_plus_awkward_shapes():
     assert {s.kind for s in checked} == {"sweep", "awkward"} and len(checked) == 4 + 7
     assert {v.key for v in plan.variants(cfg, "cuda")} == {
         "cublas/b2b_unfused", "cupy/b2b_unfused_10_pipelined", "cupy/b2b_fused_simt", "cupy/b2b_fused_mma",
-        "cupy/b2b_fused_warptile", "cupy/b2b_fused_resident", "cpu/b2b_unfused_numpy-blas"}
+        "cupy/b2b_fused_warptile", "cupy/b2b_fused_resident", "cupy/b2b_fused_wgmma", "cpu/b2b_unfused_numpy-blas"}
     assert all(v.workload == "gemm" for v in plan.variants(configuration.validate({"workloads": ["gemm"]}), "cuda"))
 
 
@@ -191,13 +191,57 @@ def test_the_resident_rung_declares_the_narrow_shapes_it_holds():
     assert "up to 64" in variant.unsupported(4096, 65, 64, 64, {}) and variant.unsupported(4096, 64, 64, 65, {})
 
 
+def test_the_wgmma_rung_declares_rows_tma_cannot_read_and_fits_an_sm90_block():
+    variant = registry.load()["cupy/b2b_fused_wgmma"]
+    assert variant.unsupported(1 << 20, 64, 64, 64, {}) is None and variant.unsupported(7, 12, 5, 3, {}) is None
+    assert "multiple of 4" in variant.unsupported(7, 13, 5, 3, {})
+    assert "up to 64" in variant.unsupported(4096, 68, 64, 64, {})
+    assert fused.wgmma_smem_bytes() <= 227 * 1024 and fused.WGMMA_STAGES % fused.WGMMA_CONSUMERS == 0
+
+
+def _k_major(line, k):
+    """05_fused_wgmma.cu's k_major: element (line, k) of a 64×64 K-major operand, two halves of 32 k, swizzled."""
+    return (k // 32) * 64 * 32 + line * 32 + (((k % 32) // 4) ^ (line % 8)) * 4 + k % 4
+
+
+def _permuted(kk):
+    """05_fused_wgmma.cu's permuted: the k position of B1's row kk in B1ᵀ."""
+    return kk // 8 * 8 + (kk % 2) * 4 + kk % 8 // 2
+
+
+def test_the_wgmma_rungs_second_product_takes_the_first_ones_accumulators_as_its_a():
+    """Rung 5's phase 2, modelled per thread: the accumulators of A1 (wgmma's D layout: warp w rows 16w…, lane (g, t)
+    holds (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1) in d[j]) become the fragments a0..a3 as the kernel
+    orders them, placed where the PTX ISA reads a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); B of k-step j is
+    read at k positions 8j… of B1ᵀ, written through `permuted`. Their sum over the 8 k-steps is A1·B1."""
+    rng = np.random.default_rng(5)
+    a1, b1 = rng.random((64, 64)) - 0.5, rng.random((64, 64)) - 0.5
+    b1t = np.full(64 * 64, np.nan)
+    for kk, n in itertools.product(range(64), range(64)):
+        b1t[_k_major(n, _permuted(kk))] = b1[kk, n]
+    assert not np.isnan(b1t).any()  # a place for every element, none written twice
+    d = np.zeros((64, 64))
+    for j in range(8):
+        a = np.full((64, 8), np.nan)
+        for warp, lane in itertools.product(range(4), range(32)):
+            t, r, c = lane % 4, warp * 16 + lane // 4, 8 * j + 2 * (lane % 4)  # r: row g of the warp's 16
+            acc = (a1[r, c], a1[r, c + 1], a1[r + 8, c], a1[r + 8, c + 1])
+            fragment = (acc[0], acc[2], acc[1], acc[3])
+            a[r, t], a[r + 8, t], a[r, t + 4], a[r + 8, t + 4] = fragment
+        b = np.array([[b1t[_k_major(n, 8 * j + p)] for n in range(64)] for p in range(8)])
+        d += a @ b
+    np.testing.assert_allclose(d, a1 @ b1, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
 @pytest.mark.parametrize("rung", variants.RUNGS, ids=lambda r: r.name)
 def test_fused_kernels_compile_for_sm90_without_spilling(rung, tmp_path):
+    a0 = "const __grid_constant__ TensorMap" if rung.wgmma else "const float*"
     lines = [f'#include "{rung.file}"'] + [
-        f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, const float*, const float*, "
+        f"template __global__ void {fused.expression(rung, *inst)}(int, int, int, int, {a0}, const float*, "
         "const float*, float*);" for inst in fused.instances(rung)]
-    report = nvcc_sm90(lines, (fused.HERE,), tmp_path, rung.name)
+    includes = [option[2:] for option in fused.compile_options(rung) if option.startswith("-I")]
+    report = nvcc_sm90(lines, tuple(includes), tmp_path, rung.name, "sm_90a" if rung.wgmma else "sm_90")
     assert len(re.findall(r"Compiling entry function", report)) == len(fused.instances(rung))
     assert_no_spills(report)
 

@@ -4,8 +4,9 @@ One CUDA file per rung (01_fused_simt.cu: FP32 FFMA, 02_fused_mma.cu: TF32 tenso
 FFMA in float4 warp tiles) over one kernel body (fused.cuh). A block owns 64 rows of D and spans all of N0 and N1,
 so each kernel is instantiated for the capacities N0, N1 ≤ 64, 128, 256; wider shapes are declared unsupported.
 04_fused_resident.cu (TF32) is for narrow shapes only (K0, N0, N1 ≤ 64): persistent blocks hold B0 and B1 and stream
-A0. Every instantiation is compiled at build time (NVRTC), with a float4 (16-byte cp.async) path for aligned rows and
-a 4-byte one for the rest.
+A0. 05_fused_wgmma.cu (TF32, sm_90a) takes the same shapes (K0 a multiple of 4) on Hopper's warpgroup MMAs, A0
+arriving by TMA (its tensor map made here). Every instantiation is compiled at build time (NVRTC), with a float4
+(16-byte cp.async) path for aligned rows and a 4-byte one for the rest (rung 5: float2 or 4-byte stores of D).
 """
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels import machine_code
+from kernels.cupy import nvrtc
+from kernels.cupy.tensorcore import tma
 from kernels.registry import NVRTC, Built, Variant
 from kernels.tiles import cdiv
 
 HERE = Path(__file__).parent
+TENSORCORE = HERE.parent / "cupy" / "tensorcore"  # rung 5's wgmma and TMA helpers (tc05_tma.cu and what it includes)
 CAPACITIES = (64, 128, 256)  # compile-time widths of the A1 slice (N0) and of the D tile (N1)
 INSTANCES = tuple(itertools.product(CAPACITIES, CAPACITIES, (True, False)))  # (np0, np1, 16-byte copies)
 ROWS_PER_BLOCK, THREADS, BK, PAD, PAD_B = 64, 256, 32, 4, 8  # as in fused.cuh
@@ -31,6 +36,7 @@ class Rung:
     modes: tuple[str, ...]
     description: str
     resident: bool = False  # K0, N0, N1 ≤ RESIDENT, B0 and B1 held by persistent blocks (RESIDENT_BLOCKS per SM)
+    wgmma: bool = False  # rung 5: resident's shapes on wgmma (sm_90a), a block per SM, A0 by TMA
 
     @property
     def name(self) -> str:
@@ -38,6 +44,9 @@ class Rung:
 
 
 RESIDENT, RESIDENT_BLOCKS = 64, 2  # as in 04_fused_resident.cu
+# 05_fused_wgmma.cu's instantiation: warpgroups that take turns at the tiles, A0's tiles in flight (a multiple of them)
+WGMMA_CONSUMERS, WGMMA_STAGES = 4, 4
+OPERAND_FLOATS = RESIDENT * RESIDENT  # B0ᵀ, B1ᵀ or a stage of A0 in rung 5's shared memory
 
 
 def capacity(n: int) -> int | None:
@@ -53,6 +62,23 @@ def smem_bytes(np0: int, np1: int) -> int:
 def resident_smem_bytes() -> int:
     """B0 and B1, the A1 slice and two stages of A0 (04_fused_resident.cu)."""
     return 4 * (2 * RESIDENT * (RESIDENT + PAD_B) + 3 * ROWS_PER_BLOCK * (RESIDENT + PAD))
+
+
+def wgmma_smem_bytes() -> int:
+    """1 KiB of slack (the operands start 1024-byte aligned, as the swizzle needs), B0ᵀ, B1ᵀ, the stages of A0 and
+    their two barriers each (05_fused_wgmma.cu)."""
+    return 1024 + 4 * OPERAND_FLOATS * (2 + WGMMA_STAGES) + 16 * WGMMA_STAGES
+
+
+def threads(rung: Rung) -> int:
+    return WGMMA_CONSUMERS * 128 + 32 if rung.wgmma else THREADS  # rung 5: the consumers and a producer warp
+
+
+def unsupported_wgmma(m, k0, n0, n1, params) -> str | None:
+    if k0 % 4:
+        return (f"k0 = {k0}: TMA reads A0's rows, which must lie 16 bytes apart (k0 a multiple of 4); "
+                "b2b_fused_resident takes these shapes")
+    return unsupported_resident(m, k0, n0, n1, params)
 
 
 def unsupported_resident(m, k0, n0, n1, params) -> str | None:
@@ -72,24 +98,37 @@ def unsupported(m, k0, n0, n1, params) -> str | None:
 
 def expression(rung: Rung, np0: int, np1: int, vec: bool) -> str:
     flag = "true" if vec else "false"
+    if rung.wgmma:
+        return f"{rung.kernel}<{WGMMA_CONSUMERS}, {WGMMA_STAGES}, {flag}>"
     return f"{rung.kernel}<{flag}>" if rung.resident else f"{rung.kernel}<{np0}, {np1}, {flag}>"
 
 
 def instances(rung: Rung) -> tuple:
-    return ((RESIDENT, RESIDENT, True), (RESIDENT, RESIDENT, False)) if rung.resident else INSTANCES
+    return ((RESIDENT, RESIDENT, True), (RESIDENT, RESIDENT, False)) if rung.resident or rung.wgmma else INSTANCES
 
 
 def _smem(rung: Rung, np0: int, np1: int) -> int:
+    if rung.wgmma:
+        return wgmma_smem_bytes()
     return resident_smem_bytes() if rung.resident else smem_bytes(np0, np1)
+
+
+def compile_options(rung: Rung) -> tuple[str, ...]:
+    if rung.wgmma:
+        return "-std=c++17", f"-I{HERE}", f"-I{TENSORCORE}", f"-I{TENSORCORE.parent}", nvrtc.SM90A
+    return "-std=c++17", f"-I{HERE}"
 
 
 def _build(rung: Rung, mode, params, cache_dir) -> Built:
     import cupy
 
+    if rung.wgmma and nvrtc.compute_capability() != "90":
+        raise ValueError(f"{rung.name} is built for sm_90a (wgmma, TMA), which only sm_90 GPUs run "
+                         f"(this one is sm_{nvrtc.compute_capability()})")
     names = {inst: expression(rung, *inst) for inst in instances(rung)}
-    module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=("-std=c++17", f"-I{HERE}"),
+    module = cupy.RawModule(code=(HERE / rung.file).read_text(), options=compile_options(rung),
                             name_expressions=list(names.values()))
-    kernels, facts = {}, {"kernel": rung.kernel, "threads": THREADS, "instances": len(names)}
+    kernels, facts = {}, {"kernel": rung.kernel, "threads": threads(rung), "instances": len(names)}
     for inst, name in names.items():
         kernel = kernels[inst] = module.get_function(name)
         kernel.max_dynamic_shared_size_bytes = _smem(rung, *inst[:2])
@@ -114,12 +153,17 @@ def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
 
     m, k0 = a0.shape
     n0, n1 = b1.shape
-    vec = k0 % 4 == 0 and n0 % 4 == 0 and n1 % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a0, b0, b1, d))
-    np0, np1 = (RESIDENT, RESIDENT) if rung.resident else (capacity(n0), capacity(n1))
     blocks = cdiv(m, ROWS_PER_BLOCK)
-    if rung.resident:
-        blocks = min(blocks, RESIDENT_BLOCKS * _multiprocessors(cupy.cuda.Device().id))
-    kernels[(np0, np1, vec)]((blocks,), (THREADS,),
+    if rung.wgmma:  # A0 through its tensor map (64-row boxes of 32 floats, swizzled); float2 stores of D if aligned
+        vec = n1 % 2 == 0 and d.data.ptr % 8 == 0
+        a0 = tma.tensor_map(a0.data.ptr, m, k0, k0, 4, ROWS_PER_BLOCK, tma.LINE_BYTES // 4)
+    else:
+        vec = k0 % 4 == 0 and n0 % 4 == 0 and n1 % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a0, b0, b1, d))
+    np0, np1 = (RESIDENT, RESIDENT) if rung.resident or rung.wgmma else (capacity(n0), capacity(n1))
+    if rung.resident or rung.wgmma:
+        per_sm = 1 if rung.wgmma else RESIDENT_BLOCKS
+        blocks = min(blocks, per_sm * _multiprocessors(cupy.cuda.Device().id))
+    kernels[(np0, np1, vec)]((blocks,), (threads(rung),),
                              (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
                              shared_mem=_smem(rung, np0, np1), stream=stream)
 
@@ -128,7 +172,7 @@ def variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
                    build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir),
                    run=lambda *args: _run(rung, *args),
-                   unsupported=unsupported_resident if rung.resident else unsupported,
-                   source_files=(str(HERE / rung.file), str(HERE / "fused.cuh"),
-                                 *([str(HERE / "02_fused_mma.cu")] if rung.resident else [])),
+                   unsupported=(unsupported_wgmma if rung.wgmma else unsupported_resident if rung.resident
+                                else unsupported),
+                   source_files=(str(HERE / rung.file), *map(str, machine_code.included(HERE / rung.file))),
                    compilers=NVRTC, description=rung.description)

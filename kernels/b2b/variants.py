@@ -19,6 +19,8 @@ RUNGS = (
          "ladder's float4 warp-tile inner loop; the A1 slice stays in shared memory"),
     Rung("04_fused_resident.cu", "b2b_fused_resident", ("tf32",), "rung 2 for K0, N0, N1 ≤ 64: persistent blocks "
          "hold B0 and B1 in shared memory and stream A0, the next tile's copy in flight", resident=True),
+    Rung("05_fused_wgmma.cu", "b2b_fused_wgmma", ("tf32",), "rung 4's shapes on warpgroup MMAs (sm_90a): A0 by TMA, "
+         "B0ᵀ and B1ᵀ resident, the intermediate kept in the accumulators as the second product's A", wgmma=True),
 )
 
 GEMMS = ("cublas/gemm", "cupy/10_pipelined", "cpu/numpy-blas")  # the plain GEMMs whose two calls are a baseline
