@@ -171,6 +171,8 @@ def test_a_point_runs_the_class_nearest_its_size():
     assert pick(classes, 16384, 16384, 16384) == "8192"
     assert pick(classes, 4096, 96, 8192) == "1024"  # (m·n·k)^(1/3) ≈ 1458
     assert pick(classes, 3000, 3000, 3000) == "4096"
+    assert pick(classes, 2048, 2048, 2048) == "4096"  # halfway between 1024 and 4096: the larger class
+    assert pick(classes, 2047, 2047, 2047) == "1024" and pick(classes, 4096, 1024, 2048) == "4096"  # 2048 again
 
 
 def test_the_tuning_key_follows_the_kernel_source(tmp_path):

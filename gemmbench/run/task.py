@@ -79,6 +79,9 @@ def not_timed(check: dict) -> dict:
 
 
 def pick(classes: dict, m: int, n: int, k: int):
-    """The class whose size is nearest (in log scale) to the cube root of the point's m·n·k."""
-    size = (m * n * k) ** (1 / 3)
-    return min(classes, key=lambda c: abs(math.log(int(c) / size)))
+    """The class whose size is nearest (in log scale) to the cube root of the point's m·n·k. A point halfway between
+    two classes (2048 between 1024 and 4096) runs the larger one's winner: its tiles still fill the GPU, and every
+    CuPy rung ran faster so on an H200 (reports/examples/h200-serving-2048). Distances are compared to 9 decimals, so
+    that float rounding of the cube root does not decide such a tie (it gave 2048 to 1024)."""
+    size = (math.log(m) + math.log(n) + math.log(k)) / 3
+    return min(classes, key=lambda c: (round(abs(math.log(int(c)) - size), 9), -int(c)))
