@@ -42,6 +42,15 @@ class Rung:
     def name(self) -> str:
         return "b2b_fused_" + self.kernel.rsplit("_", 1)[1]
 
+    @property
+    def narrow(self) -> bool:
+        """K0, N0, N1 ≤ RESIDENT, held by persistent blocks: one compiled width, a grid of blocks_per_sm per SM."""
+        return self.resident or self.wgmma
+
+    @property
+    def blocks_per_sm(self) -> int:
+        return 1 if self.wgmma else RESIDENT_BLOCKS
+
 
 RESIDENT, RESIDENT_BLOCKS = 64, 2  # as in 04_fused_resident.cu
 # 05_fused_wgmma.cu's instantiation: warpgroups that take turns at the tiles, A0's tiles in flight (a multiple of them)
@@ -104,7 +113,7 @@ def expression(rung: Rung, np0: int, np1: int, vec: bool) -> str:
 
 
 def instances(rung: Rung) -> tuple:
-    return ((RESIDENT, RESIDENT, True), (RESIDENT, RESIDENT, False)) if rung.resident or rung.wgmma else INSTANCES
+    return ((RESIDENT, RESIDENT, True), (RESIDENT, RESIDENT, False)) if rung.narrow else INSTANCES
 
 
 def _smem(rung: Rung, np0: int, np1: int) -> int:
@@ -159,10 +168,9 @@ def _run(rung: Rung, kernels, a0, b0, b1, d, stream) -> None:
         a0 = tma.tensor_map(a0.data.ptr, m, k0, k0, 4, ROWS_PER_BLOCK, tma.LINE_BYTES // 4)
     else:
         vec = k0 % 4 == 0 and n0 % 4 == 0 and n1 % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a0, b0, b1, d))
-    np0, np1 = (RESIDENT, RESIDENT) if rung.resident or rung.wgmma else (capacity(n0), capacity(n1))
-    if rung.resident or rung.wgmma:
-        per_sm = 1 if rung.wgmma else RESIDENT_BLOCKS
-        blocks = min(blocks, per_sm * _multiprocessors(cupy.cuda.Device().id))
+    np0, np1 = (RESIDENT, RESIDENT) if rung.narrow else (capacity(n0), capacity(n1))
+    if rung.narrow:
+        blocks = min(blocks, rung.blocks_per_sm * _multiprocessors(cupy.cuda.Device().id))
     kernels[(np0, np1, vec)]((blocks,), (threads(rung),),
                              (np.int32(m), np.int32(k0), np.int32(n0), np.int32(n1), a0, b0, b1, d),
                              shared_mem=_smem(rung, np0, np1), stream=stream)
