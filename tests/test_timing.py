@@ -143,6 +143,30 @@ def test_sampling_runs_for_min_time_even_once_the_median_is_stable():
     assert s.done and s.stopped_by == "precision"
 
 
+def test_a_power_capped_window_spans_capped_span_s_whatever_precision_and_max_samples_say(monkeypatch):
+    """While the device is held down by power, neither a stable median nor max_samples ends the sampling before it
+    spans capped_span_s of wall time; the budget still does. An unslowed device stops as before."""
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+
+    def sampled(slowed: bool, budget_s: float = 60) -> timing.Sampler:
+        s = timing.Sampler(min_samples=3, max_samples=5, rel_precision=0.01, budget_s=budget_s, min_time_s=0.0,
+                           capped_span_s=1.0, slowed=lambda: slowed)
+        while not s.done:
+            s.add(0.01)
+            now[0] += 0.02  # a sample and its accounting
+        return s
+
+    free = sampled(False)
+    assert free.stopped_by == "precision" and len(free.device_s) == 3
+    start = now[0]
+    capped = sampled(True)
+    assert capped.stopped_by == "precision" and now[0] - start >= 1.0 and len(capped.device_s) > 5
+    start = now[0]
+    cut = sampled(True, budget_s=0.5)
+    assert cut.stopped_by == "budget" and now[0] - start < 1.0
+
+
 def test_converged_means_the_precision_target_was_met_whatever_ended_sampling():
     """A fast kernel stopped by max_samples before min_time_s is still converged if its CI met the target; a slow
     one cut by the budget short of min_samples is neither converged nor a full median."""
@@ -172,7 +196,7 @@ def test_clocks_are_read_over_the_whole_window_and_a_dip_inside_it_shows():
     summary = window.summary()
     assert summary["clock_reads"] >= 5 and summary["sm_clock_min_mhz"] == 1500
     assert 1500 < summary["sm_clock_mean_mhz"] < 1980 and 0 < summary["slowdown_share"] < 0.5
-    assert summary["slowdown"] == ["sw_power_cap"]
+    assert summary["slowdown"] == ["sw_power_cap"] and window.slowed
     with ClockWatch(None) as nothing:  # a CPU: no telemetry, no columns
         pass
     assert nothing.summary() == {}

@@ -357,12 +357,15 @@ class ClockWatch:
     def __init__(self, read, interval_s: float = 0.01):
         self.read, self.interval_s, self.reads = read, interval_s, []
         self.seconds = 0.0  # how long the window was open
+        self.slowed = False  # whether a read so far saw a power or thermal slowdown
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True) if read else None
 
     def _poll(self) -> None:
         while True:
-            self.reads.append(self.read())
+            read = self.read()
+            self.reads.append(read)
+            self.slowed = self.slowed or bool(read["slowdown"])
             if self._stop.wait(self.interval_s):
                 break
 

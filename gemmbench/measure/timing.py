@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -32,8 +33,11 @@ class Sampler:
     and the samples add up to min_time_s, or until max_samples or the budget ends it.
 
     As in nvbench, min_time_s of device time is asked for even once the median is stable: a power-capped GPU's
-    clock moves over tens of milliseconds, so short windows disagree. `converged` says only whether the precision
-    target was met; `stopped_by` says what ended the sampling.
+    clock moves over tens of milliseconds, so short windows disagree. It also dips for a tenth of a second or more
+    about once a second (reports/examples/h200-power-cap), which moves the median of a window much shorter than
+    that by several percent: while `slowed()` says the device is held down by power or heat, neither precision nor
+    max_samples ends the sampling before it spans capped_span_s of wall time (the budget still does).
+    `converged` says only whether the precision target was met; `stopped_by` says what ended the sampling.
     """
 
     min_samples: int
@@ -43,8 +47,10 @@ class Sampler:
     min_time_s: float = 0.0
     resolution_s: float = 0.0  # the timer's nominal step (see median_ci_rel)
     short_s: float = 0.0  # a median under this after min_samples ends it ("short": batched samples time it instead)
+    capped_span_s: float = 0.0
+    slowed: Callable[[], bool] = lambda: False
     device_s: list = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
+    started: float = field(default_factory=lambda: time.perf_counter())
 
     def add(self, device_s: float) -> None:
         self.device_s.append(device_s)
@@ -61,9 +67,11 @@ class Sampler:
         n = len(self.device_s)
         if self.short_s and n >= self.min_samples and np.median(self.device_s) < self.short_s:
             return "short"
-        if self.converged and sum(self.device_s) >= self.min_time_s:
+        if self.capped_span_s and time.perf_counter() - self.started < self.capped_span_s and self.slowed():
+            pass  # a power cap's dip must fall inside the window, not decide it (see the class)
+        elif self.converged and sum(self.device_s) >= self.min_time_s:
             return "precision"
-        if n >= self.max_samples:
+        elif n >= self.max_samples:
             return "max_samples"
         # Like nvbench's timeout, the budget also cuts min_samples short for a kernel that takes seconds per
         # call, but a median needs a few samples.
@@ -152,17 +160,19 @@ def settle(backend, run, before=None, host_s: float | None = None) -> float:
         previous = clocks["sm_clock_mean_mhz"]
 
 
-def _sampler(timing: dict, resolution_s: float) -> Sampler:
+def _sampler(timing: dict, resolution_s: float, slowed=None) -> Sampler:
+    """`slowed()`: whether the device is held down by power or heat (the sampling window's watch says so)."""
     return Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
-                   timing["min_time_s"], resolution_s)
+                   timing["min_time_s"], resolution_s, capped_span_s=timing.get("capped_span_s", 0.0),
+                   slowed=slowed or (lambda: False))
 
 
 def sample(backend, run, timing: dict, cache: str, before=None, after=None, short_s: float = 0.0,
-           sampler: Sampler | None = None) -> Sampler:
+           sampler: Sampler | None = None, slowed=None) -> Sampler:
     """Device time per call (launch overhead excluded) until the median is stable; `before()` and `after()`, if
     given, are called around each sample, outside the timed region. `short_s`: stop after min_samples where the
-    median is under it (sample_batched times such a kernel). `sampler`: one to go on with."""
-    sampler = sampler or _sampler(timing, backend.TIMER_RESOLUTION_S)
+    median is under it (sample_batched times such a kernel). `sampler`: one to go on with. `slowed`: see Sampler."""
+    sampler = sampler or _sampler(timing, backend.TIMER_RESOLUTION_S, slowed)
     sampler.short_s = short_s
     while not sampler.done:
         if before:
@@ -182,7 +192,8 @@ def short_s(backend, cache: str) -> float:
     return BATCH_TARGET_S if backend.BATCHES_SHORT_KERNELS and cache == "hot" else 0.0
 
 
-def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare) -> tuple[int, Sampler | None]:
+def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare,
+                   slowed=None) -> tuple[int, Sampler | None]:
     """For a kernel shorter than BATCH_TARGET_S, per-launch times from samples of several launches queued between
     one pair of events (enough to span BATCH_TARGET_S): one launch per event pair also times the gap the events and
     the launch leave on the device. `prepare(launches)` gives (launches it can hold, the launch to repeat, and the
@@ -195,7 +206,7 @@ def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepa
     launches, run, before, after = prepare(launches)
     if launches <= 1:
         return 1, None
-    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches)
+    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches, slowed)
     while not sampler.done:
         before()
         sampler.add(backend.device_time(run, launches) / launches)

@@ -41,7 +41,10 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"and "
                     f"they add up to {timing['min_time_s']} s, or until {timing['max_samples']} samples or the "
                     f"{timing['budget_s']} s budget per point (stopped_by; thin_median: the budget left fewer than "
-                    f"{timing['min_samples']})",
+                    f"{timing['min_samples']}); while the GPU is held down by power or heat, neither precision nor "
+                    f"the sample count ends it before it spans {timing.get('capped_span_s', 0)} s (a power-capped "
+                    f"clock dips for a tenth of a second or more about once a second, which moves a shorter window's "
+                    f"median by several percent)",
         "Spread": "beside each number, how much one launch varies: the interquartile range of its samples relative "
                   "to their median (iqr_rel), which a few slow samples cannot decide, and how many samples took over "
                   f"{SLOW:g} times the median (slow_samples), named, not averaged in. Their known cause, another "

@@ -52,9 +52,11 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         with backend.watch() as window:
             ledger.guard = guard.Guard()  # the watch's own thread runs already
             short_s = timing.short_s(backend, task.cache)
-            single = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, short_s)
+            slowed = lambda: window.slowed  # noqa: E731
+            single = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, short_s,
+                                   slowed=slowed)
             launches, batched = timing.sample_batched(backend, single.summary()["median_s"], task.timing, task.cache,
-                                                      batches)
+                                                      batches, slowed)
             if single.stopped_by == "short" and not batched:  # no room to batch: one-launch samples time it
                 timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, sampler=single)
             sampled_s = time.perf_counter() - sampling

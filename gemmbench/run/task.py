@@ -51,7 +51,7 @@ class Task:
         return cls(kind=kind, variant=variant.key, variant_modules=list(config["variant_modules"]),
                    device=variant.device, mode=mode, params=plan.params(config, variant),
                    classes=size_classes(classes), cache_dir=str(cache_dir(config)), points=points,
-                   timing={**config["timing"], **config["tune"]["timing"]} if kind == "tune" else config["timing"],
+                   timing=tune_timing(config) if kind == "tune" else config["timing"],
                    cache=config["cache"], prepare=list(prepare), refused=dict(refused or {}))
 
     def save(self, path: Path) -> None:
@@ -61,6 +61,13 @@ class Task:
     def load(cls, path: Path) -> "Task":
         data = json.loads(Path(path).read_text())
         return cls(**{**data, "points": [Point(**p) for p in data["points"]], "classes": size_classes(data["classes"])})
+
+
+def tune_timing(config: dict) -> dict:
+    """A trial's timing: the tune section's short one over the main settings, without the power cap's longer window
+    (capped_span_s): candidates are compared in one state, and each record is keyed by the tune section's timing."""
+    main = {key: value for key, value in config["timing"].items() if key != "capped_span_s"}
+    return {**main, **config["tune"]["timing"]}
 
 
 def size_classes(classes: dict | None) -> dict[int, dict] | None:
