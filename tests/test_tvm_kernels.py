@@ -63,8 +63,8 @@ TIRX = variants.schedule_module("07_tirx_wgmma.py")
 
 
 @functools.cache  # TVM's codegen: seconds a call on a 2-core machine
-def tirx_source(mode: str = "bf16") -> str:
-    return variants.tirx_source("07_tirx_wgmma.py", TIRX.DEFAULTS, variants.cuda_target("sm_90a"), mode)
+def tirx_source(mode: str = "bf16", file: str = "07_tirx_wgmma.py") -> str:
+    return variants.tirx_source(file, variants.schedule_module(file).DEFAULTS, variants.cuda_target("sm_90a"), mode)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cuda.bindings") is None, reason="no cuda-bindings (NVRTC)")
@@ -78,7 +78,7 @@ def test_nvrtc_finds_the_headers_the_launch_needs(file, mode):
     from cuda.bindings import nvrtc
 
     tirx = variants.written_in_tirx(file)
-    source = tirx_source(mode) if tirx else source_for(file, (33, 65, 17))[0]
+    source = tirx_source(mode, file) if tirx else source_for(file, (33, 65, 17))[0]
     _, program = nvrtc.nvrtcCreateProgram(source.encode(), b"tvm.cu", 0, [], [])
     options = [o.encode() for o in (f"-arch=sm_90{'a' if tirx else ''}", *variants.nvrtc_options())]
     (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
@@ -155,6 +155,42 @@ def test_the_tirx_kernel_compiles_for_sm90a_to_wgmmas_fed_by_tma_without_spillin
     assert sorted(kernels["main"]["parameters"]) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles", "pairs"])
     helpers = {"k_major": ["B_ptr", "Bt_ptr", "K", "N", "ld", "tiles"]} if mode == "tf32" else {}
     assert {name: k["parameters"] for name, k in kernels.items() if name != "main"} == helpers
+
+
+REGISTERS = variants.schedule_module("08_tirx_registers.py")
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc (requirements-test.txt installs one)")
+def test_the_registers_kernel_takes_wgmmas_a_from_registers_and_no_copy_of_b(tmp_path):
+    """08: TF32 wgmma whose A operand is four registers (Bᵀ's fragments, loaded by the threads), fed by TMA, with no
+    kernel beside it to transpose B; setmaxnreg gives the consumers their registers; nothing spills."""
+    from kernels import sass
+
+    source = tirx_source("tf32", "08_tirx_registers.py")
+    report = nvcc_sm90(source.splitlines(), (tmp_path,), tmp_path, "registers", arch="sm_90a")
+    assert_no_spills(report)
+    register_a = r"\{%\d+, %\d+, %\d+, %\d+\}"  # wgmma's A: four registers, not a descriptor
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, " + register_a, source)
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in source and "setmaxnreg.dec.sync.aligned.u32 40" in source
+    facts = sass.facts((tmp_path / "out.cubin").read_bytes())
+    assert facts["sass_hgmma"] > 0 and facts["sass_tma"] > 0 and facts["sass_ffma"] == 0, facts
+    kernels = variants.tirx_kernels("08_tirx_registers.py", REGISTERS.DEFAULTS, "tf32", source)
+    assert list(kernels) == ["main"]
+    assert sorted(kernels["main"]["parameters"]) == sorted(["a_map", "b_map", "C_ptr", "M", "N", "K", "tiles", "grid"])
+
+
+def test_the_registers_kernel_reads_b_where_tmas_128_byte_swizzle_put_it():
+    """b_word, the kernel's address of B's element (n, k) in a stage, against TMA's 128-byte swizzle as CUTLASS
+    writes it (Swizzle<3, 4, 3>: byte address bits 4-6 XORed with bits 7-9) over the 32-float boxes the producer
+    copies (one per 32 columns, BK lines of k each): every element once, where TMA stored it."""
+    seen = set()
+    for n in range(REGISTERS.COLUMNS):
+        for k in range(REGISTERS.BK):
+            plain = n // 32 * (32 * REGISTERS.BK * 4) + k * REGISTERS.LINE + n % 32 * 4  # bytes, box by box
+            stored = plain ^ (((plain >> 7) & 7) << 4)
+            assert REGISTERS.b_word(n, k) == stored // 4, (n, k)
+            seen.add(stored // 4)
+    assert seen == set(range(REGISTERS.COLUMNS * REGISTERS.BK))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="no CuPy")

@@ -1,7 +1,8 @@
 """The TVM family: one schedule per file, each a variant: the book's d2l schedule (01), the same with its
 shared-memory traffic vectorised and tuned (02), dlight's default rule (03), MetaSchedule-tuned (04), the CuPy
 ladder's FP32 recipe (05) and the tensor cores through TVM's WMMA intrinsics (06, BF16); and one kernel written in
-TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16 and TF32).
+TIRx, TVM's tile-level kernel language, rather than scheduled: Hopper's wgmma fed by TMA (07, BF16 and TF32), and in
+TF32 with wgmma's A operand from registers, so that B needs no transposing copy (08).
 
 Every variant writes C = A @ B once in TE (te.compute), turns it into a TensorIR PrimFunc (te.create_prim_func)
 and lets its schedule file transform that; TVM generates the CUDA source (tvm.compile for
@@ -43,7 +44,8 @@ from kernels.registry import TVM, Built, Variant, register
 
 HERE = Path(__file__).parent
 SCHEDULES = ("01_d2l.py", "02_d2l_vectorized.py", "03_dlight.py", "04_metaschedule.py", "05_recipe.py", "06_wmma.py")
-KERNELS = ("07_tirx_wgmma.py",)  # written in TIRx, TVM's tile-level kernel language, rather than scheduled
+# written in TIRx, TVM's tile-level kernel language, rather than scheduled
+KERNELS = ("07_tirx_wgmma.py", "08_tirx_registers.py")
 OPERAND_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # TVM's name of each mode's operand type
 REPRESENTATIVE_SHAPE = (1024, 1024, 1024)  # (m, n, k) of the kernel `build` compiles for its facts
 LAUNCH_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z"), ("threadIdx.x", "threadIdx.y", "threadIdx.z")
