@@ -310,3 +310,16 @@ def test_a_row_keeps_the_first_and_the_last_of_a_long_warm_ups_host_times():
     kept = bench._kept(host)
     assert len(kept) == bench.HOST_KEPT and kept[0] == 0.0 and kept[1:] == host[-(bench.HOST_KEPT - 1):]
     assert bench._kept(host[:5]) == host[:5]
+
+
+def test_the_tune_stages_trials_keep_their_short_timing_without_the_power_caps_window():
+    """A trial compares candidates in one state with the tune section's timing, which keys every record: the main
+    timing's capped_span_s is not merged into it."""
+    from gemmbench import configuration
+    from gemmbench.run.task import tune_timing
+
+    config = configuration.validate({"timing": {"capped_span_s": 1.0, "max_samples": 200}})
+    trial = tune_timing(config)
+    assert "capped_span_s" not in trial and trial == {**{k: v for k, v in config["timing"].items()
+                                                         if k != "capped_span_s"}, **config["tune"]["timing"]}
+    assert config["timing"]["capped_span_s"] == 1.0
