@@ -48,7 +48,7 @@ class Sampler:
     resolution_s: float = 0.0  # the timer's nominal step (see median_ci_rel)
     short_s: float = 0.0  # a median under this after min_samples ends it ("short": batched samples time it instead)
     capped_span_s: float = 0.0
-    slowed: Callable[[], bool] = lambda: False
+    slowed: Callable[[], bool] | None = None  # whether the device is held down by power or heat now
     device_s: list = field(default_factory=list)
     started: float = field(default_factory=lambda: time.perf_counter())
 
@@ -61,18 +61,24 @@ class Sampler:
                     and median_ci_rel(self.device_s, self.resolution_s) <= self.rel_precision)
 
     @property
+    def spanning_a_cap(self) -> bool:
+        """Whether the device is held down by power or heat and the window is still shorter than capped_span_s: a
+        power cap's dip must fall inside the window, not decide its median (see the class)."""
+        return bool(self.capped_span_s and self.slowed and self.slowed()
+                    and time.perf_counter() - self.started < self.capped_span_s)
+
+    @property
     def stopped_by(self) -> str | None:
         """What ends the sampling now: "precision" (stable for min_time_s), "short" (a median under short_s),
         "max_samples", "budget", or None."""
         n = len(self.device_s)
         if self.short_s and n >= self.min_samples and np.median(self.device_s) < self.short_s:
             return "short"
-        if self.capped_span_s and time.perf_counter() - self.started < self.capped_span_s and self.slowed():
-            pass  # a power cap's dip must fall inside the window, not decide it (see the class)
-        elif self.converged and sum(self.device_s) >= self.min_time_s:
-            return "precision"
-        elif n >= self.max_samples:
-            return "max_samples"
+        if not self.spanning_a_cap:
+            if self.converged and sum(self.device_s) >= self.min_time_s:
+                return "precision"
+            if n >= self.max_samples:
+                return "max_samples"
         # Like nvbench's timeout, the budget also cuts min_samples short for a kernel that takes seconds per
         # call, but a median needs a few samples.
         if n >= min(self.min_samples, 3) and time.perf_counter() - self.started > self.budget_s:
@@ -161,10 +167,9 @@ def settle(backend, run, before=None, host_s: float | None = None) -> float:
 
 
 def _sampler(timing: dict, resolution_s: float, slowed=None) -> Sampler:
-    """`slowed()`: whether the device is held down by power or heat (the sampling window's watch says so)."""
     return Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
                    timing["min_time_s"], resolution_s, capped_span_s=timing.get("capped_span_s", 0.0),
-                   slowed=slowed or (lambda: False))
+                   slowed=slowed)
 
 
 def sample(backend, run, timing: dict, cache: str, before=None, after=None, short_s: float = 0.0,

@@ -51,6 +51,11 @@ class Rung:
     def blocks_per_sm(self) -> int:
         return 1 if self.wgmma else RESIDENT_BLOCKS
 
+    @property
+    def unsupported(self):
+        """The rung's check of a shape (unsupported_wgmma, unsupported_resident or unsupported)."""
+        return unsupported_wgmma if self.wgmma else unsupported_resident if self.resident else unsupported
+
 
 RESIDENT, RESIDENT_BLOCKS = 64, 2  # as in 04_fused_resident.cu
 # 05_fused_wgmma.cu's instantiation: warpgroups that take turns at the tiles, A0's tiles in flight (a multiple of them)
@@ -180,7 +185,6 @@ def variant(rung: Rung) -> Variant:
     return Variant(family="cupy", name=rung.name, device="cuda", modes=rung.modes, workload="b2b",
                    build=lambda mode, params, cache_dir: _build(rung, mode, params, cache_dir),
                    run=lambda *args: _run(rung, *args),
-                   unsupported=(unsupported_wgmma if rung.wgmma else unsupported_resident if rung.resident
-                                else unsupported),
+                   unsupported=rung.unsupported,
                    source_files=(str(HERE / rung.file), *map(str, machine_code.included(HERE / rung.file))),
                    compilers=NVRTC, description=rung.description)
