@@ -255,6 +255,23 @@ def test_a_warm_up_that_spans_a_settling_window_counts_as_the_first():
     assert runs  # a warm-up shorter than a window: one window of launches
 
 
+def test_where_sampling_spans_a_cap_a_short_warm_up_that_saw_no_slowdown_is_not_extended(monkeypatch):
+    """With capped_span_s the sampling itself spans a slowdown that begins after the warm-up: no confirming window.
+    A short warm-up that saw one is still settled."""
+    monkeypatch.setattr(timing, "SETTLE_MAX_S", 3600.0)
+    steady, runs = PowerCappedBackend(drop=0), []
+    with steady.watch() as warming:
+        steady.host_time(lambda: None)
+    assert warming.seconds < timing.SETTLE_WINDOW_S
+    assert timing.settle(steady, lambda: runs.append(1), warming, spans_caps=True) == 0 and not runs
+    capped, runs = PowerCappedBackend(drop=40), []
+    with capped.watch() as warming:
+        capped.host_time(lambda: None)
+    assert warming.seconds < timing.SETTLE_WINDOW_S
+    assert timing.settle(capped, lambda: runs.append(1), warming, spans_caps=True) > 0 and runs
+    assert capped.clock == capped.floor  # settled as before: the clock it will stay at
+
+
 def test_launches_too_short_to_load_the_device_one_by_one_are_not_settled():
     """Under BATCH_TARGET_S of host time a launch synchronised one at a time leaves the device idle most of a window:
     no window is run (the sampling window's clocks say whether the point was throttled)."""

@@ -134,25 +134,29 @@ SETTLE_MAX_S = 5.0  # a clock that keeps moving for this long is sampled as it i
 SETTLE_CLOCK_REL = 0.01  # two windows whose mean SM clocks are this close: the clock has settled
 
 
-def settle(backend, run, before=None, host_s: float | None = None) -> float:
+def settle(backend, run, before=None, host_s: float | None = None, spans_caps: bool = False) -> float:
     """Warm-up continued while the device is still slowing down under this kernel's own load. A power-capped GPU
     lowers its clock over a second or more once a heavier kernel starts, so samples taken meanwhile depend on what
     ran before (the last point's kernel). Windows of SETTLE_WINDOW_S of launches, each watched, until one shows no
     power or thermal slowdown, or its mean SM clock is within SETTLE_CLOCK_REL of the window before, or SETTLE_MAX_S
     has passed. `before`: the watch over this kernel's launches just before (the warm-up), which counts as the
     first window where it spans SETTLE_WINDOW_S (a long kernel's warm-up does: nothing more to launch where it saw no
-    slowdown). `host_s`: a launch's host time (the warm-up's median); under BATCH_TARGET_S, launches synchronised one
-    by one leave the device idle much of each window (a Python launch and its synchronisation take tens of µs), a
-    load under which nothing settles: no window (the sampling window's clocks say whether it was throttled).
+    slowdown). `spans_caps`: the sampling goes on for a span of wall time once it sees a slowdown (Sampler's
+    capped_span_s), so a warm-up of any length that saw none needs no window to confirm it: a slowdown that begins
+    later is sampled across, where a confirming window, one per point, mostly finds none. `host_s`: a launch's host
+    time (the warm-up's median); under BATCH_TARGET_S, launches synchronised one by one leave the device idle much of
+    each window (a Python launch and its synchronisation take tens of µs), a load under which nothing settles: no
+    window (the sampling window's clocks say whether it was throttled).
     Returns the seconds spent (0 without telemetry: a CPU)."""
     if not backend.telemetry() or (host_s is not None and host_s < BATCH_TARGET_S):
         return 0.0
     start, previous = time.perf_counter(), None
-    if before is not None and before.seconds >= SETTLE_WINDOW_S:
+    spanned = before is not None and before.seconds >= SETTLE_WINDOW_S
+    if before is not None and (spanned or spans_caps):
         clocks = before.summary()
         if not clocks.get("slowdown"):
             return 0.0
-        previous = clocks["sm_clock_mean_mhz"]
+        previous = clocks["sm_clock_mean_mhz"] if spanned else None
     while True:
         with backend.watch() as window:
             began = time.perf_counter()

@@ -7,6 +7,9 @@ from gemmbench.measure.devices import EXPONENT_RANGE
 from gemmbench.measure.timing import BATCH_TARGET_S, SETTLE_CLOCK_REL, SETTLE_MAX_S, SETTLE_WINDOW_S
 from gemmbench.present.tables import SLOW
 
+# with capped_span_s, a warm-up that saw no slowdown is not extended by settling windows (timing.settle)
+UNSLOWED_WARM_UP = ", and wherever they saw no slowdown: one that begins later is sampled across, below"
+
 
 def methodology(config: dict, devices: list[dict]) -> dict:
     """How the numbers were made, in words, for the devices this run used (a CPU-only run gets no CUDA entries)."""
@@ -31,7 +34,8 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                     f"points back to back, so only its first point waits that long; a GPU kernel under "
                     f"{BATCH_TARGET_S * 1e6:.0f} µs, launched one at a time, idles the GPU and waits none); on a "
                     f"GPU the warm-up goes on, in "
-                    f"{SETTLE_WINDOW_S} s windows (the warm-up's own launches count as the first where they span one), "
+                    f"{SETTLE_WINDOW_S} s windows (the warm-up's own launches count as the first where they span one"
+                    f"{UNSLOWED_WARM_UP if timing.get('capped_span_s') else ''}), "
                     f"while a power or thermal slowdown is still lowering "
                     f"the clock under this kernel's own load (until two windows' mean clocks agree within "
                     f"{SETTLE_CLOCK_REL:.0%}, at most {SETTLE_MAX_S} s; settle_s), "

@@ -41,7 +41,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
             return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
                     "params": json.dumps(params)}
         host_median_s = float(np.median(host_s[1:] or host_s))
-        settle_s = timing.settle(backend, run, warming, host_median_s)
+        settle_s = timing.settle(backend, run, warming, host_median_s,
+                                 spans_caps=task.timing.get("capped_span_s", 0.0) > 0)
         before = backend.telemetry()
         sampling = time.perf_counter()
 
