@@ -91,6 +91,7 @@ def kernel(p: Mapping, mode: str):
         bars = T.alloc_buffer((2 * STAGES,), "uint64", scope="shared")  # full[STAGES], then empty[STAGES]
         acc = T.alloc_buffer((ACC,), "float32", scope="local")
         frag = T.alloc_buffer((2, 16), "uint32", scope="local")  # two k-tiles: 4 k-steps of 4 registers
+        offset = T.alloc_buffer((4,), "int32", scope="local")  # each fragment's word in a stage's B tile, k-step 0
         desc = T.alloc_buffer((1,), "uint64", scope="local")
         base = T.cuda.cvta_generic_to_shared(smem.ptr_to([0]))
         pad = (1024 - base % 1024) % 1024  # the stages start 1024-byte aligned
@@ -129,6 +130,10 @@ def kernel(p: Mapping, mode: str):
             g = lane // 4
             q = lane % 4
             n_warp = (tx // 128 - 1) * 64 + tx % 128 // 32 * 16  # the warp's 16 columns of the tile
+            # fragment e of k-step s: Bᵀ's (row g + 8·(e%2), k 8s + q + 4·(e//2)) of the warp's 16. The swizzle's
+            # XOR takes k % 8, the same at every k-step, so a k-step is 8 lines further: its word + 8·32·s.
+            for e in T.unroll(4):
+                offset[e] = b_word(n_warp + g + e % 2 * 8, q + e // 2 * 4)
             for t in range(mine):
                 tile = bx + t * grid
                 first_m = tile // (GROUP * tiles_n) * GROUP
@@ -145,13 +150,9 @@ def kernel(p: Mapping, mode: str):
                             stage = use % STAGES
                             at = pad + stage * STAGE_BYTES
                             T.cuda.mbarrier_wait(bars.ptr_to([stage]), use // STAGES % 2)
-                            # fragment e of k-step s: Bᵀ's (row g + 8·(e%2), k 8s + q + 4·(e//2)) of the warp's 16,
-                            # element (n, k) of B's tile: block n/32 of 32 lines, line k, its 16-byte chunk swizzled
                             for s in T.unroll(4):
                                 for e in T.unroll(4):
-                                    n = n_warp + g + e % 2 * 8
-                                    k = s * 8 + q + e // 2 * 4
-                                    frag[h, s * 4 + e] = words[b_word(n, k, (at + A_BYTES) // 4)]
+                                    frag[h, s * 4 + e] = words[(at + A_BYTES) // 4 + s * 8 * 32 + offset[e]]
                             T.ptx.wgmma.fence.sync.aligned()
                             for s in T.unroll(4):  # A's tile, K-major: a k-step is 32 bytes along its lines
                                 T.cuda.wgmma.encode_matrix_descriptor(desc.data, smem.ptr_to([at + s * 32]), 1, 64, 3)
