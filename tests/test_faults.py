@@ -193,44 +193,6 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
 
 
-def test_a_screening_search_times_only_each_classs_fastest_in_full_and_picks_its_winner_from_them(tmp_path, cpu_config,
-                                                                                                 monkeypatch):
-    """tune.finalists: every candidate is timed by the short screen_timing first; at each class only the fastest by
-    their fastest sample are timed again in full, and the winner comes from those. A committed search that timed
-    every candidate in full stands for the screening one; one that screened does not stand for a full search."""
-    from gemmbench.tuning import records
-    from kernels import registry
-
-    monkeypatch.setattr(records, "COMMITTED", tmp_path / "config" / "tuning")
-    cpu_config.update(variant_modules=["tests.planted"], cache_dir=str(tmp_path / "cache"))
-    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    timing = {"min_samples": 4, "max_samples": 4, "min_time_s": 0, "warmup_runs": 1, "warmup_s": 0}
-    screening = {"tune": {"trials": 3, "size_classes": [32, 64], "finalists": 1, "timing": timing,
-                          "screen_timing": {"min_samples": 3, "max_samples": 3}}}
-    cfg = configuration.validate({**cpu_config, **screening})
-    record = tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune.json")
-    by = {(t["size"], t["params"]["delay_ms"]): t for t in record["trials"]}
-    for size in (32, 64):
-        assert by[(size, 0)]["message"].startswith("4 samples") and not by[(size, 0)].get("screened")
-        assert by[(size, 0)]["screen_min_s"] > 0
-        assert by[(size, 20)]["message"].startswith("3 samples") and by[(size, 20)]["screened"]
-        assert by[(size, 13)]["status"] == "rejected" and by[(size, 13)]["screened"]
-    assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
-    assert record["settings"]["finalists"] == 1
-
-    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
-    committed = records.committed_path("test-cpu", variant, "fp32")
-    committed.parent.mkdir(parents=True)
-    committed.write_text(json.dumps(record))
-    full = configuration.validate({**cpu_config, "tune": {**screening["tune"], "finalists": 0}})
-    assert records.committed(cfg["tune"], variant, "fp32", "test-cpu")[1]["key"] == record["key"]
-    assert records.committed(full["tune"], variant, "fp32", "test-cpu")[1] is None
-    in_full = tune.run(full, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "tune-full.json")
-    assert "finalists" not in in_full["settings"] and not any(t.get("screened") for t in in_full["trials"])
-    committed.write_text(json.dumps(in_full))
-    assert records.committed(cfg["tune"], variant, "fp32", "test-cpu")[1]["key"] == in_full["key"]
-
-
 def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):
     """GROUP 16 is the fastest at both classes and ten times slower than GROUP 8 at 128, which class 64 serves
     (the nearest class in log scale): class 64 keeps GROUP 8 and says why, class 32 (serving nothing else) keeps

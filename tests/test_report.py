@@ -542,8 +542,8 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
                             "settle_s": [1.0, 1.0, np.nan], "measure_s": [17.0, 8.0, np.nan],
                             "quiet_wait_s": [0.5, np.nan, np.nan]})
     validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0], "load_s": [1.5, 0.0]})
-    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [{"status": "ok"}, {"status": "ok", "screened": True},
-                                                                {"status": "rejected", "screened": True}],
+    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [{"status": "ok"}, {"status": "ok"},
+                                                                {"status": "rejected"}],
                 "checks": [{"status": "ok"}] * 4,
                 "classes": {"4096": {"params": {"G": 8}},
                             "8192": {"params": {"G": 8}, "refused": {"params": {"G": 16}, "share": 0.714,
@@ -554,7 +554,7 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
         path.write_text(json.dumps(record))
     (tmp_path / "tune/h100/cupy/a/fp32.compiled.json").write_text("{}")
     time = time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
-    assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "in_full": 1, "checks": 4,
+    assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "checks": 4,
                                  "refused": 'class 8192: {"G": 16} at 16384x16384x16384 ran at 71% of {"G": 8}',
                                  "compile_s": 4.0, "gpu_s": 5.0}]
     assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,

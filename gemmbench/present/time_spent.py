@@ -95,8 +95,8 @@ def tune_results(tuned: Path):
 
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
     """Each search this run made (a tune result under `tuned`, results/tune/, that reuses no committed or transferred
-    record): its variant and mode, its trials, their outcomes and how many were timed in full, and the seconds of
-    its jobs (compiling ahead beside the GPU's jobs, and the tune job that validated and timed them on the GPU)."""
+    record): its variant and mode, its trials and their outcomes, and the seconds of its jobs (compiling ahead
+    beside the GPU's jobs, and the tune job that validated and timed them on the GPU)."""
     seconds = dict(zip(walls["job"], walls["wall_s"]))
     found = []
     for job, record in tune_results(tuned):
@@ -107,8 +107,6 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
         found.append({"variant": record.get("variant", job), "mode": record.get("mode", ""),
                       "trials": len(trials) or own,
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
-                      # a search that screens (tune.finalists) times only each class's fastest in full
-                      "in_full": sum(1 for t in trials if not t.get("screened")) if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}")})
     return found

@@ -176,7 +176,7 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     timed = bench_row(variant, (params, built), backend, task, point, device)
     if timed["status"] != "ok":
         return {**row, "status": timed["status"], "message": timed["message"]}
-    return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"], "min_s": timed["min_s"],
+    return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
             "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
 

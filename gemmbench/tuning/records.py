@@ -38,18 +38,7 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
     variant's own search, such as MetaSchedule's, with its own trial budget and size classes), and the timing of
     each trial (which decides what `fastest` means). The record names its size classes `sizes`."""
     own = tune["autotuner"] if variant.tuner else tune
-    found = {"trials": own["trials"], "seed": tune["seed"], "sizes": own["size_classes"], "timing": tune["timing"]}
-    if not variant.tuner and screens(tune):
-        found.update(finalists=tune["finalists"], screen_timing=tune["screen_timing"])
-    return found
-
-
-def screens(tune: dict) -> bool:
-    """Whether the generic search screens its candidates before timing its finalists in full (tune.finalists)."""
-    return 0 < tune.get("finalists", 0) < tune["trials"]
-
-
-SCREENING = ("finalists", "screen_timing")  # settings of a search that screens; one without them timed all in full
+    return {"trials": own["trials"], "seed": tune["seed"], "sizes": own["size_classes"], "timing": tune["timing"]}
 
 
 def determining_files(variant: registry.Variant) -> list[str]:
@@ -341,46 +330,25 @@ def _same_kind(folder: Path, facts: dict | None) -> bool:
 
 
 def covers(ran: dict, wanted: dict) -> bool:
-    """Whether a search run with settings `ran` stands for one with `wanted`: as many trials or more, the same
-    otherwise, where one that timed every candidate in full also stands for one that screens them."""
-    wanted = wanted if screened(ran) else in_full(wanted)
     return ran["trials"] >= wanted["trials"] and {**ran, "trials": wanted["trials"]} == wanted
-
-
-def screened(settings: dict) -> bool:
-    return any(name in settings for name in SCREENING)
-
-
-def in_full(settings: dict) -> dict:
-    """The same search's settings with every candidate timed in full."""
-    return {name: value for name, value in settings.items() if name not in SCREENING}
 
 
 def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
     """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
-    model: the first found) and the timing each trial gets (`tune`: the config's tune section; where it screens,
-    every trial's screening and the full timing of each class's `finalists` fastest), with the model it came from;
-    None where no committed search of it was timed (a variant's own search, or none yet)."""
+    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
+    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
+    timing = tune["timing"]
     for path in sorted(COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
         trials = json.loads(path.read_text()).get("trials")
         if not trials:
             continue
-        if not screens(tune):
-            return sum(_trial_s(t, tune["timing"]) for t in trials), path.parts[-4]
-        seconds = sum(_trial_s(t, {**tune["timing"], **tune["screen_timing"]}, compile_s=True) for t in trials)
-        for size in {t.get("size") for t in trials}:
-            fastest = sorted((t for t in trials if t.get("size") == size and t.get("median_s")),
-                             key=lambda t: t["median_s"])[:tune["finalists"]]
-            seconds += sum(_trial_s(t, tune["timing"], compile_s=False) for t in fastest)
+        seconds = 0.0
+        for trial in trials:
+            m = trial.get("median_s") or 0.0
+            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
+                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
+            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
+            # compile, validation (two launches), warm-up, sampling and the audit that can match it
+            seconds += (trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling + min(sampling, AUDIT_MAX_S)
         return seconds, path.parts[-4]
     return None
-
-
-def _trial_s(trial: dict, timing: dict, compile_s: bool = True) -> float:
-    """A trial's seconds under `timing`: its compile (unless compiled already), validation (two launches), warm-up,
-    sampling and the audit that can match it."""
-    m = trial.get("median_s") or 0.0
-    sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
-                   max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
-    warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
-    return (trial.get("compile_s") or 0.0) * compile_s + 2 * m + warm_up + sampling + min(sampling, AUDIT_MAX_S)

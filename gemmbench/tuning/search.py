@@ -46,11 +46,7 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
     if variant.tuner or not path.exists():
         return {}
     ran = json.loads(path.read_text())
-    mine = records.settings(tune, variant)  # trials timed in full serve a search that screens, not the other way
-    if records.screened(ran["settings"]) and not records.screened(mine):
-        return {}
-    mine = mine if records.screened(ran["settings"]) else records.in_full(mine)
-    if not records.covers(mine, ran["settings"]) or not records.reusable(
+    if not records.covers(records.settings(tune, variant), ran["settings"]) or not records.reusable(
             path, records.key(variant, mode, ran["settings"])):
         return {}
     return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
@@ -65,10 +61,10 @@ def ident(params: dict) -> str:
 
 
 def best_per_class(rows: list[dict], sizes: list[int]) -> dict:
-    """The fastest validated candidate at each class size, of those timed in full."""
+    """The fastest validated candidate at each class size."""
     classes = {}
     for size in sizes:
-        ok = [r for r in rows if r["size"] == size and r["status"] == "ok" and not r.get("screened")]
+        ok = [r for r in rows if r["size"] == size and r["status"] == "ok"]
         if ok:
             best = min(ok, key=lambda r: r["median_s"])
             classes[str(size)] = {"params": best["params"], "median_s": best["median_s"], "tflops": best["tflops"]}
@@ -112,15 +108,9 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
         changed = {k: v for k, v in todo[i].params.items() if v != proposed[0].get(k)}
         return f"tune {key} n={todo[i].size_class} {changed or 'defaults'}"
 
-    if not todo:
-        rows = []
-    elif records.screened(settings):
-        rows = screened_trials(config, variant, mode, todo, settings["finalists"], describe, compiled)
-    else:
-        rows = measure_trials(config, variant, mode, todo, describe, compiled)
+    rows = measure_trials(config, variant, mode, todo, describe, compiled) if todo else []
     measured = {trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
-                                                   **{k: r.get(k) for k in TRIAL_FIELDS},
-                                                   **{k: r[k] for k in SCREENING_FIELDS if k in r}}
+                                                   **{k: r.get(k) for k in TRIAL_FIELDS}}
                 for p, r in zip(todo, rows)}
     found = {**earlier, **measured}
     trials = [found[trial_id(p.size_class, p.params)] for p in points]
@@ -147,8 +137,7 @@ def served_shapes(config: dict, variant: registry.Variant, sizes) -> dict[int, l
 def contenders(trials: list[dict], classes: dict, size: int) -> list[dict]:
     """What a class's winner is checked against where the class serves: its runner-up at the class size and the
     winners of the neighbouring classes (distinct parameter sets, the winner first)."""
-    ok = sorted((t for t in trials if t["size"] == size and t["status"] == "ok" and not t.get("screened")),
-                key=lambda t: t["median_s"])
+    ok = sorted((t for t in trials if t["size"] == size and t["status"] == "ok"), key=lambda t: t["median_s"])
     order = sorted(int(s) for s in classes)
     at = order.index(size)
     neighbours = [classes[str(s)]["params"] for s in order[max(0, at - 1):at + 2] if s != size]
@@ -227,33 +216,6 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
 
 
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
-SCREENING_FIELDS = ("screened", "screen_min_s")  # where the search screened (screened_trials)
-
-
-def screened_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], finalists: int,
-                    describe, compiled: bool = False) -> list[dict]:
-    """Rows of tune trials that screen: every trial validated and timed briefly (tune.screen_timing), then at each
-    size class the `finalists` fastest by their fastest sample (a short run's median moves with the clock; its
-    fastest sample less) validated and timed again with the full tune timing, whose rows stand for them. The others
-    keep their screening row, marked `screened`: no winner is picked from a screening time (best_per_class)."""
-    screen = measure_trials(screening(config), variant, mode, points, lambda i: f"{describe(i)} (screen)", compiled)
-    chosen = []
-    for size in dict.fromkeys(p.size_class for p in points):
-        ok = [i for i, (p, r) in enumerate(zip(points, screen)) if p.size_class == size and r.get("status") == "ok"]
-        chosen += sorted(ok, key=lambda i: screen[i]["min_s"])[:finalists]
-    chosen.sort()
-    full = measure_trials(config, variant, mode, [points[i] for i in chosen], lambda j: describe(chosen[j]),
-                          compiled=True) if chosen else []
-    rows = [{**row, "screened": True} for row in screen]
-    for i, row in zip(chosen, full):
-        rows[i] = {**row, "screen_min_s": screen[i]["min_s"]}
-    return rows
-
-
-def screening(config: dict) -> dict:
-    """The config whose tune timing is the screening round's (tune.screen_timing over tune.timing)."""
-    tune = config["tune"]
-    return {**config, "tune": {**tune, "timing": {**tune["timing"], **tune["screen_timing"]}}}
 
 
 def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
