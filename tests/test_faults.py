@@ -191,6 +191,8 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
     assert statuses == {(32, 20): "ok", (32, 0): "ok", (32, 13): "rejected",
                         (64, 20): "ok", (64, 0): "ok", (64, 13): "rejected"}
     assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
+    for trial in (t for t in record["trials"] if t["status"] == "ok"):  # where its seconds went, as a point's
+        assert trial["validate_s"] > 0 and trial["measure_s"] >= trial["kernel_s"] + trial["check_s"] > 0
 
 
 def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):

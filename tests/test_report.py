@@ -542,9 +542,10 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
                             "settle_s": [1.0, 1.0, np.nan], "measure_s": [17.0, 8.0, np.nan],
                             "quiet_wait_s": [0.5, np.nan, np.nan]})
     validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0], "load_s": [1.5, 0.0]})
-    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [{"status": "ok"}, {"status": "ok"},
-                                                                {"status": "rejected"}],
-                "checks": [{"status": "ok"}] * 4,
+    timed = {"status": "ok", "validate_s": 0.25, "measure_s": 0.5, "kernel_s": 0.125, "sampling_overhead_s": 0.125,
+             "check_s": 0.125, "settle_s": 0.0}
+    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [timed, timed, {"status": "rejected"}],
+                "checks": [{"status": "ok"}] * 3 + [timed],
                 "classes": {"4096": {"params": {"G": 8}},
                             "8192": {"params": {"G": 8}, "refused": {"params": {"G": 16}, "share": 0.714,
                                                                      "worst_shape": "16384x16384x16384"}}}}
@@ -556,13 +557,17 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     time = time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
     assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "checks": 4,
                                  "refused": 'class 8192: {"G": 16} at 16384x16384x16384 ran at 71% of {"G": 8}',
-                                 "compile_s": 4.0, "gpu_s": 5.0}]
+                                 "compile_s": 4.0, "gpu_s": 5.0,
+                                 "parts": {"validation": 0.75, "kernel": 0.375, "accounting": 0.375, "checks": 0.375,
+                                           "settle": 0.0, "warm-up": 0.375}}]
     assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
                                 "warm-up": 2.0, "lock wait": 0.5, "validation": 6.0, "fp64 reference": 4.0,
                                 "kernel loading": 1.5, "job overhead": 50.0 - 37.0}
     assert time["cpu"] == {"tune_compile": 4.0, "build": 7.0, "aggregate": 2.0, time_spent.REUSED: 0.5}
     html = report.time_view(time)
     assert html["total"] == "55.0" and html["searches"][0]["compile_s"] == "4.0"
+    assert html["searches"][0]["parts"] == ("validation 0.8, kernel 0.4, accounting 0.4, checks 0.4, settle 0.0, "
+                                            "warm-up 0.4; the rest 2.8")
     assert [p["part"] for p in html["parts"]][:2] == ["tune", "kernel"]
     assert abs(sum(p["share"] for p in html["parts"]) - 100) < 1e-9
     assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None

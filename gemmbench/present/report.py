@@ -90,6 +90,15 @@ PART_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"
                 "#1f78b4", "#b2df8a", "#fb9a99")
 
 
+def _search_parts(found: dict) -> str:
+    """A search's GPU seconds by part (time_spent.trial_parts), the rest being its job's (worker, loading, picking)."""
+    parts = found.get("parts") or {}
+    if not parts:
+        return ""
+    rest = f"; the rest {found['gpu_s'] - sum(parts.values()):.1f}" if found.get("gpu_s") else ""
+    return ", ".join(f"{part} {seconds:.1f}" for part, seconds in parts.items()) + rest
+
+
 def time_view(time: dict | None) -> dict | None:
     """The run's time (time_spent.breakdown) as the report draws it: the GPU's serial path as one bar of parts, each
     with its seconds, share and meaning, and the CPU's jobs beside it."""
@@ -107,7 +116,8 @@ def time_view(time: dict | None) -> dict | None:
             "jobs": [{"stage": r.stage, "count": int(r["count"]), "seconds": f"{r['sum']:.1f}"}
                      for _, r in jobs.iterrows()],
             "searches": [{**found, "ok": "" if found["ok"] is None else found["ok"],
-                          **{key: "–" if found[key] is None else f"{found[key]:.1f}" for key in ("compile_s", "gpu_s")}}
+                          **{key: "–" if found[key] is None else f"{found[key]:.1f}" for key in ("compile_s", "gpu_s")},
+                          "parts": _search_parts(found)}
                          for found in time.get("searches", [])],
             "contests": [{**held, **{key: f"{held[key]:.3f}" for key in ("winner_ms", "runner_up_ms")},
                           "margin": f"{100 * (held['runner_up_ms'] / held['winner_ms'] - 1):.1f}%"}

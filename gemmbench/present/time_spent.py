@@ -108,8 +108,22 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
                       "trials": len(trials) or own,
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
-                      "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}")})
+                      "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}"),
+                      "parts": trial_parts([*trials, *record.get("checks", [])])})
     return found
+
+
+def trial_parts(trials: list[dict]) -> dict[str, float]:
+    """Where a search's trials (its candidates and serving checks) spent their seconds, as the measure jobs' parts
+    (MEASURE_PARTS): their validation, and of their timing the kernel, accounting, checks, settling and the rest
+    (warm-up); empty for a record from before trials kept them."""
+    timed = pd.DataFrame([t for t in trials if t.get("measure_s") is not None])
+    if timed.empty:
+        return {}
+    sampling = {"kernel": _total(timed, "kernel_s"), "accounting": _total(timed, "sampling_overhead_s"),
+                "checks": _total(timed, "check_s"), "settle": _total(timed, "settle_s")}
+    return {"validation": _total(timed, "validate_s"), **sampling,
+            "warm-up": max(0.0, _total(timed, "measure_s") - sum(sampling.values()))}
 
 
 def contests(tuned: Path) -> list[dict]:

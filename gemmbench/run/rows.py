@@ -178,7 +178,12 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
         return {**row, "status": timed["status"], "message": timed["message"]}
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
             "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
-            "rel_error": checked["rel_error"], "throttled": timed["throttled"]}
+            "rel_error": checked["rel_error"], "throttled": timed["throttled"],
+            # where the trial's seconds went, as the measure jobs' rows say it (present/time_spent.TRIAL_PARTS)
+            "validate_s": checked["validate_s"], **{name: timed[name] for name in TRIAL_TIMES}}
+
+
+TRIAL_TIMES = ("measure_s", "settle_s", "kernel_s", "sampling_overhead_s", "check_s")  # bench_row's, per trial
 
 
 def compile_row(variant, task: Task, point: Point) -> dict:

@@ -16,6 +16,7 @@ from gemmbench import plan, workloads
 from gemmbench.files import read_json, write_json
 from gemmbench.measure import devices
 from gemmbench.run import gpus
+from gemmbench.run.rows import TRIAL_TIMES
 from gemmbench.run.supervise import compile_ahead, run_task
 from gemmbench.run.task import Point, Task, pick
 from gemmbench.tuning import records
@@ -215,7 +216,8 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
     return kept, checks
 
 
-TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled")
+TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled",
+                "validate_s", *TRIAL_TIMES)
 
 
 def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
