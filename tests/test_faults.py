@@ -195,6 +195,27 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
         assert trial["validate_s"] > 0 and trial["measure_s"] >= trial["kernel_s"] + trial["check_s"] > 0
 
 
+def test_a_search_is_estimated_from_the_seconds_its_committed_trials_kept_where_their_timing_was_the_same(
+        tmp_path, cpu_config, monkeypatch):
+    """The plan line's estimate of a search here: a committed trial that kept its seconds, timed as this run's tune
+    timing times, counts them; under another timing (or from before trials kept them) it is modelled from its
+    median."""
+    from gemmbench.tuning import records
+    from kernels import registry
+
+    monkeypatch.setattr(records, "COMMITTED", tmp_path / "tuning")
+    tune = configuration.validate(cpu_config)["tune"]
+    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
+    path = records.committed_path("other-gpu", variant, "fp32")
+    path.parent.mkdir(parents=True)
+    kept = {"median_s": 1e-3, "compile_s": 2.0, "validate_s": 0.5, "measure_s": 1.5}
+    path.write_text(json.dumps({"settings": {"timing": tune["timing"]}, "trials": [kept, kept]}))
+    assert records.search_estimate(tune, variant, "fp32") == (8.0, "other-gpu")
+    path.write_text(json.dumps({"settings": {"timing": {**tune["timing"], "budget_s": 9.0}}, "trials": [kept]}))
+    modelled = records.search_estimate(tune, variant, "fp32")[0]
+    assert modelled != 4.0 and modelled > kept["compile_s"]
+
+
 def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):
     """GROUP 16 is the fastest at both classes and ten times slower than GROUP 8 at 128, which class 64 serves
     (the nearest class in log scale): class 64 keeps GROUP 8 and says why, class 32 (serving nothing else) keeps

@@ -336,14 +336,19 @@ def covers(ran: dict, wanted: dict) -> bool:
 def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
     """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
     model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
-    came from; None where no committed search of it was timed (a variant's own search, or none yet)."""
+    came from; None where no committed search of it was timed (a variant's own search, or none yet). A trial timed
+    with the same timing that kept its seconds (validate_s, measure_s) counts them as they were."""
     timing = tune["timing"]
     for path in sorted(COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
-        trials = json.loads(path.read_text()).get("trials")
+        record = json.loads(path.read_text())
+        trials = record.get("trials")
         if not trials:
             continue
-        seconds = 0.0
+        seconds, same_timing = 0.0, record.get("settings", {}).get("timing") == timing
         for trial in trials:
+            if same_timing and trial.get("measure_s") is not None:
+                seconds += (trial.get("compile_s") or 0.0) + trial["validate_s"] + trial["measure_s"]
+                continue
             m = trial.get("median_s") or 0.0
             sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
                            max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
