@@ -40,19 +40,24 @@ def _total(frame: pd.DataFrame, column: str) -> float:
 def measure_parts(summary: pd.DataFrame, validation: pd.DataFrame, measure_wall_s: float) -> dict[str, float]:
     """Seconds of the measure jobs by part (MEASURE_PARTS), from the rows of this run's summary and validation."""
     timed = summary.loc[summary["status"] != "skipped"] if "status" in summary else summary
-    kernel = _total(timed, "kernel_s") if "kernel_s" in timed else \
-        _total(timed.assign(product=pd.to_numeric(timed.get("samples"), errors="coerce")
-                            * pd.to_numeric(timed.get("median_s"), errors="coerce")), "product")
-    measure, settle = _total(timed, "measure_s"), _total(timed, "settle_s")
-    accounting, checks = _total(timed, "sampling_overhead_s"), _total(timed, "check_s")
     validate, reference = _total(validation, "validate_s"), _total(validation, "fp64_reference_s")
-    parts = {"kernel": kernel, "accounting": accounting, "checks": checks, "settle": settle,
-             "warm-up": max(0.0, measure - kernel - accounting - checks - settle),
+    parts = {**timing_parts(timed),
              "lock wait": _total(timed, "quiet_wait_s"), "validation": max(0.0, validate - reference),
              "fp64 reference": reference,
              "kernel loading": _total(timed, "load_s") + _total(validation, "load_s")}
     parts["job overhead"] = max(0.0, measure_wall_s - sum(parts.values()))
     return parts
+
+
+def timing_parts(timed: pd.DataFrame) -> dict[str, float]:
+    """Seconds of timed rows (points, or a search's trials) by part: the kernel, accounting, checks, settling and the
+    rest of their measure_s, the warm-up."""
+    kernel = _total(timed, "kernel_s") if "kernel_s" in timed else \
+        _total(timed.assign(product=pd.to_numeric(timed.get("samples"), errors="coerce")
+                            * pd.to_numeric(timed.get("median_s"), errors="coerce")), "product")
+    parts = {"kernel": kernel, "accounting": _total(timed, "sampling_overhead_s"), "checks": _total(timed, "check_s"),
+             "settle": _total(timed, "settle_s")}
+    return {**parts, "warm-up": max(0.0, _total(timed, "measure_s") - sum(parts.values()))}
 
 
 def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFrame,
@@ -118,12 +123,7 @@ def trial_parts(trials: list[dict]) -> dict[str, float]:
     (MEASURE_PARTS): their validation, and of their timing the kernel, accounting, checks, settling and the rest
     (warm-up); empty for a record from before trials kept them."""
     timed = pd.DataFrame([t for t in trials if t.get("measure_s") is not None])
-    if timed.empty:
-        return {}
-    sampling = {"kernel": _total(timed, "kernel_s"), "accounting": _total(timed, "sampling_overhead_s"),
-                "checks": _total(timed, "check_s"), "settle": _total(timed, "settle_s")}
-    return {"validation": _total(timed, "validate_s"), **sampling,
-            "warm-up": max(0.0, _total(timed, "measure_s") - sum(sampling.values()))}
+    return {"validation": _total(timed, "validate_s"), **timing_parts(timed)} if not timed.empty else {}
 
 
 def contests(tuned: Path) -> list[dict]:

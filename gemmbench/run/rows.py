@@ -179,7 +179,7 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
             "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"],
-            # where the trial's seconds went, as the measure jobs' rows say it (present/time_spent.TRIAL_PARTS)
+            # where the trial's seconds went, as the measure jobs' rows say it (present/time_spent.trial_parts)
             "validate_s": checked["validate_s"], **{name: timed[name] for name in TRIAL_TIMES}}
 
 
