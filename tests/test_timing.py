@@ -262,12 +262,12 @@ def test_where_sampling_spans_a_cap_a_short_warm_up_that_saw_no_slowdown_is_not_
     steady, runs = PowerCappedBackend(drop=0), []
     with steady.watch() as warming:
         steady.host_time(lambda: None)
-    assert warming.seconds < timing.SETTLE_WINDOW_S
+    warming.seconds = 0.0  # shorter than a window, however loaded this machine
     assert timing.settle(steady, lambda: runs.append(1), warming, spans_caps=True) == 0 and not runs
     capped, runs = PowerCappedBackend(drop=40), []
     with capped.watch() as warming:
         capped.host_time(lambda: None)
-    assert warming.seconds < timing.SETTLE_WINDOW_S
+    warming.seconds = 0.0  # shorter than a window, however loaded this machine
     assert timing.settle(capped, lambda: runs.append(1), warming, spans_caps=True) > 0 and runs
     assert capped.clock == capped.floor  # settled as before: the clock it will stay at
 
