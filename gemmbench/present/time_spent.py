@@ -114,14 +114,14 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}"),
-                      "parts": trial_parts([*trials, *record.get("checks", [])])})
+                      "parts": trial_parts([*trials, *record.get("checks", []), *record.get("audits", [])])})
     return found
 
 
 def trial_parts(trials: list[dict]) -> dict[str, float]:
-    """Where a search's trials (its candidates and serving checks) spent their seconds, as the measure jobs' parts
-    (MEASURE_PARTS): their validation, and of their timing the kernel, accounting, checks, settling and the rest
-    (warm-up); empty for a record from before trials kept them."""
+    """Where a search's trials (its candidates, serving checks and the audits of its picks) spent their seconds, as
+    the measure jobs' parts (MEASURE_PARTS): their validation, and of their timing the kernel, accounting, checks,
+    settling and the rest (warm-up); empty for a record from before trials kept them."""
     timed = pd.DataFrame([t for t in trials if t.get("measure_s") is not None])
     return {"validation": _total(timed, "validate_s"), **timing_parts(timed)} if not timed.empty else {}
 

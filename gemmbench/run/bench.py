@@ -16,13 +16,16 @@ from gemmbench.run.operands import compare, operands_of, reference
 from gemmbench.run.task import Point, Task
 
 
-def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None) -> dict:
+def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None,
+              trial: bool = False) -> dict:
     """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: fresh inputs and a
     poisoned output before every sample, Freivalds' test after it, drawn samples compared in full with the fp64
     reference of their inputs; the process watched for hooks and threads meanwhile), and every reported time gated by
     what the device can do (`device`: its facts). A failure means the timed region did not hold the work (a kernel
     that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
-    or for another stream)."""
+    or for another stream). `trial`: a search's candidate, among others timed back to back at its shape: it settles
+    the clocks only where none of them has in this stretch of device work, and has no audit (the search audits the
+    candidates it picks; the rest are only compared with them)."""
     params, built = chosen
     operands, out, buffer, workload = operands_of(variant, backend, point, task.mode)
     k = workload.reduction(point.sizes)
@@ -42,7 +45,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                     "params": json.dumps(params)}
         host_median_s = float(np.median(host_s[1:] or host_s))
         settle_s = timing.settle(backend, run, warming, host_median_s,
-                                 spans_caps=task.timing.get("capped_span_s", 0.0) > 0)
+                                 spans_caps=task.timing.get("capped_span_s", 0.0) > 0) \
+            if not trial or timing.LOAD.first_at(point.sizes) else 0.0
         before = backend.telemetry()
         sampling = time.perf_counter()
 
@@ -63,7 +67,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
             sampled_s = time.perf_counter() - sampling
             kernel_s = sum(single.device_s) + (sum(batched.device_s) * launches if batched else 0)
             checking_start = time.perf_counter()
-            audited = _audit(backend, run, ledger, sampled_s)
+            audited = 0 if trial else _audit(backend, run, ledger, sampled_s)
         after, clocks = backend.telemetry(), window.summary()
     # a kernel under BATCH_TARGET_S on a GPU is timed by its batched samples (one launch per event pair also times
     # the gap the events leave); its few one-launch samples only sized the batch. On a CPU they stand beside.

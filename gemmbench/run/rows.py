@@ -160,7 +160,8 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
 
 
 def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None) -> dict:
-    """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly."""
+    """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly: as one of a
+    search's trials, or as its pick (Point.stage), which is audited as a measured point is."""
     params = {**task.params, **point.params}
     built, compile_s = build_once(variant, task.mode, params, task.cache_dir)
     backend.synchronize()
@@ -173,7 +174,7 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     checked = validate_row(variant, (params, built), backend, task, point)
     if checked["status"] != "ok":
         return {**row, "status": checked["status"], "message": checked["message"]}
-    timed = bench_row(variant, (params, built), backend, task, point, device)
+    timed = bench_row(variant, (params, built), backend, task, point, device, trial=point.stage != "pick")
     if timed["status"] != "ok":
         return {**row, "status": timed["status"], "message": timed["message"]}
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],

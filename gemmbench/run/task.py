@@ -12,14 +12,15 @@ from gemmbench import plan
 @dataclass
 class Point:
     """One shape to run: its sizes along the workload's axes and the seed of its inputs. A tune trial also names
-    the candidate parameters and the size class it is timed for; a measure task's point says whether it validates
-    or times, and a timed point which earlier point validated its shape (it runs only if that one passed)."""
+    the candidate parameters and the size class it is timed for, and whether it is one of a search's trials or the
+    candidate the search picked; a measure task's point says whether it validates or times, and a timed point which
+    earlier point validated its shape (it runs only if that one passed)."""
 
     sizes: dict[str, int]
     seed: int
     params: dict = field(default_factory=dict)
     size_class: int | None = None
-    stage: str = ""  # measure: validate | bench
+    stage: str = ""  # measure: validate | bench; tune: "" (a trial) | pick
     checked_by: int | None = None
 
 

@@ -1,5 +1,6 @@
-"""The tune stage's search: candidate parameter sets, trials at each size class, the fastest validated one per class
-(checked at every other sweep shape its class will run), and which class serves a point. A variant with a search
+"""The tune stage's search: candidate parameter sets, trials at each size class (at a class next to the one below it,
+only that class's fastest), the fastest validated one per class (checked at every other sweep shape its class will
+run, then audited), and which class serves a point. A variant with a search
 of its own (MetaSchedule) proposes candidates; the harness compiles, validates and times them here as it does the
 generic search's, so a search never times anything itself.
 """
@@ -10,6 +11,7 @@ import json
 import logging
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from gemmbench import plan, workloads
@@ -47,7 +49,8 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
     if variant.tuner or not path.exists():
         return {}
     ran = json.loads(path.read_text())
-    if not records.covers(records.settings(tune, variant), ran["settings"]) or not records.reusable(
+    now = records.settings(tune, variant)
+    if now["trials"] < ran["settings"]["trials"] or not records.alike(now, ran["settings"]) or not records.reusable(
             path, records.key(variant, mode, ran["settings"])):
         return {}
     return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
@@ -96,33 +99,82 @@ def compile_trials(config: dict, variant: registry.Variant, mode: str, gpu: str,
 
 def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
            committed: Path, compiled: bool = False) -> dict:
-    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, the trials
-    of a committed search that this one extends kept (`earlier_trials`), and the record of the fastest validated
-    candidate per class, with every trial. `compiled`: the tune_compile job compiled the trials already."""
+    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, or, at a
+    class next to the one below it (`records.narrowed`), that class's tune.narrow_to fastest; the trials of a committed
+    search that this one extends kept (`earlier_trials`); and the record of each class's pick (`picks`), with every
+    trial. `compiled`: the tune_compile job compiled the trials already."""
     key = variant.key
     proposed, points, earlier, todo = planned_trials(config, variant, mode, gpu, settings)
-    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials, %d of them kept from %s)", key, mode,
-             len(proposed), settings["sizes"], gpu, len(points), len(points) - len(todo),
-             records.shown(committed) if len(todo) < len(points) else "no earlier search")
+    narrow = records.narrowed(settings)
+    log.info("%s %s: searching %d candidates at sizes %s on %s (%d trials at most, %d of them kept from %s%s)", key,
+             mode, len(proposed), settings["sizes"], gpu, len(points), len(points) - len(todo),
+             records.shown(committed) if len(todo) < len(points) else "no earlier search",
+             "".join(f"; at {size}, the {settings['narrow_to']} fastest at {below}" for size, below in narrow.items()))
+    found = dict(earlier)
 
-    def describe(i):
-        changed = {k: v for k, v in todo[i].params.items() if v != proposed[0].get(k)}
-        return f"tune {key} n={todo[i].size_class} {changed or 'defaults'}"
+    def measure(batch: list[Point]) -> None:
+        def describe(i):
+            changed = {k: v for k, v in batch[i].params.items() if v != proposed[0].get(k)}
+            return f"tune {key} n={batch[i].size_class} {changed or 'defaults'}"
 
-    rows = measure_trials(config, variant, mode, todo, describe, compiled) if todo else []
-    measured = {trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
-                                                   **{k: r.get(k) for k in TRIAL_FIELDS}}
-                for p, r in zip(todo, rows)}
-    found = {**earlier, **measured}
-    trials = [found[trial_id(p.size_class, p.params)] for p in points]
-    classes = best_per_class(trials, settings["sizes"])
+        rows = measure_trials(config, variant, mode, batch, describe, compiled) if batch else []
+        found.update({trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
+                                                          **{k: r.get(k) for k in TRIAL_FIELDS}}
+                      for p, r in zip(batch, rows)})
+
+    measure([p for p in todo if p.size_class not in narrow])
+    for size, below in narrow.items():  # in ascending order: a narrowed class's fastest may narrow the next
+        finalists = fastest([t for t in found.values() if t["size"] == below], settings["narrow_to"])
+        measure([p for p in todo if p.size_class == size and ident(p.params) in finalists])
+    ids = [trial_id(p.size_class, p.params) for p in points]
+    trials = [dict(found[i]) for i in ids if i in found]  # copies: a pick that fails its audit is marked failed
+    classes, checks, audits = picks(config, variant, mode, trials, settings["sizes"], compiled)
     for size in settings["sizes"]:
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
-    classes, checks = check_served(config, variant, mode, trials, classes, compiled)
     return {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
             "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
-            "generated": records.generated(variant, mode, classes), "trials": trials, "checks": checks}
+            "generated": records.generated(variant, mode, classes), "trials": trials, "checks": checks,
+            "audits": audits}
+
+
+def fastest(trials: list[dict], count: int) -> set[str]:
+    """The parameters (`ident`) of the `count` fastest validated trials."""
+    ok = sorted((t for t in trials if t["status"] == "ok"), key=lambda t: t["median_s"])
+    return {ident(t["params"]) for t in ok[:count]}
+
+
+def picks(config: dict, variant: registry.Variant, mode: str, trials: list[dict], sizes: list[int],
+          compiled: bool = False) -> tuple[dict, list[dict], list[dict]]:
+    """Each class's pick: its fastest validated trial, checked where the class serves (`check_served`), then
+    audited as a measured point is (`audit`); a pick that fails its audit fails as a trial, and the classes are
+    picked again without it. Returns the classes, the serving checks and the audits. Trials are timed without an
+    audit: only a pick's timing is ever used."""
+    audits: list[dict] = []
+    while True:
+        classes, checks = check_served(config, variant, mode, trials, best_per_class(trials, sizes), compiled)
+        passed = {(a["size"], ident(a["params"])) for a in audits if a["status"] == "ok"}
+        todo = {int(size): c["params"] for size, c in classes.items() if (int(size), ident(c["params"])) not in passed}
+        done = audit(config, variant, mode, todo, compiled)
+        audits += done
+        failed = [a for a in done if a["status"] != "ok"]
+        if not failed:
+            return classes, checks, audits
+        for row in failed:
+            lost = next(t for t in trials if t["size"] == row["size"] and t["params"] == row["params"])
+            lost.update(status="failed", message=f"failed its audit as class {row['size']}'s pick: {row['message']}")
+
+
+def audit(config: dict, variant: registry.Variant, mode: str, picked: dict[int, dict],
+          compiled: bool = False) -> list[dict]:
+    """The picked parameters of each class (`picked`: size -> parameters) validated and timed again at its square
+    shape, with the audit a measured point has: a fault that fires once in a few dozen launches may pass a trial's
+    few samples. Rows as trials' are."""
+    points = [replace(trial(config, variant, size, params), stage="pick") for size, params in picked.items()]
+    rows = measure_trials(config, variant, mode, points, lambda i: f"audit {variant.key} class "
+                          f"{points[i].size_class}'s pick", compiled) if points else []
+    return [{"size": p.size_class, "params": p.params, **{k: r.get(k) for k in TRIAL_FIELDS}}
+            for p, r in zip(points, rows)]
 
 
 def served_shapes(config: dict, variant: registry.Variant, sizes) -> dict[int, list[plan.Shape]]:
@@ -272,7 +324,12 @@ def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expec
                 log.warning("%s %s: tuning n=%d failed (%s: %s); that class is left out", variant.key, mode, size,
                             type(exc).__name__, exc)
                 continue
-            classes[str(size)] = {**found, **sittings.summary()}
+            checked = audit(config, variant, mode, {size: found["params"]})[0]
+            if checked["status"] != "ok":
+                log.warning("%s %s: n=%d's pick %s failed its audit (%s); that class is left out", variant.key, mode,
+                            size, found["params"], checked["message"])
+                continue
+            classes[str(size)] = {**found, **sittings.summary(), "audit": checked}
             log.info("%s %s n=%d: best of %d trials %.3f ms (%.1f TFLOP/s); %.0f s of tuning in %d sittings",
                      variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
                      classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
