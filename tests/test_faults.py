@@ -265,6 +265,34 @@ def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp
     assert {(c["shape"], c["params"]["GROUP"]) for c in record["checks"]} == {("128x128x128", 8), ("128x128x128", 16)}
 
 
+@pytest.mark.parametrize("per_shape", [False, True])
+def test_a_search_compiles_its_checks_shapes_ahead_where_its_kernels_are_specialised_per_shape(cpu_config, monkeypatch,
+                                                                                              per_shape):
+    """The tune_compile job compiled the trials at their classes' sizes; a kernel specialised per shape also needs
+    one for each shape its class's checks run, compiled by parallel workers before they are timed."""
+    import dataclasses
+
+    from gemmbench.tuning import search
+    from kernels import registry
+
+    asked = []
+
+    def measure_trials(config, variant, mode, points, describe, compiled=False):
+        asked.append(compiled)
+        return [{"status": "ok", "median_s": 1.0} for _ in points]
+
+    monkeypatch.setattr(search, "measure_trials", measure_trials)
+    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
+    variant = dataclasses.replace(variant, prepare=(lambda *args: None) if per_shape else None)
+    config = configuration.validate({**cpu_config, "variant_modules": ["tests.planted"], "square_sizes": [32, 64, 128],
+                                     "tune": {"trials": 2, "size_classes": [32, 64]}})
+    trials = [{"size": size, "params": {"delay_ms": 0}, "status": "ok", "median_s": 1.0, "tflops": 1.0}
+              for size in (32, 64)]
+    classes, checks = search.check_served(config, variant, "fp32", trials, search.best_per_class(trials, [32, 64]),
+                                          compiled=True)
+    assert checks and asked == [not per_shape]
+
+
 def test_candidates_compiled_ahead_by_their_own_job_are_only_validated_and_timed_by_the_tune_job(tmp_path, cpu_config,
                                                                                             monkeypatch):
     """The tune_compile job compiles the search's trials into the shared cache; the tune job then compiles nothing

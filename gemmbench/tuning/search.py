@@ -220,8 +220,9 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
     failed); a class keeps its fastest unless another's lowest share, its own size's included, is clearly higher
     (`kept_of`). So a winner that collapses at a size its class serves is refused for one that holds up there.
     Returns the classes (each with its shares, and the refused winner where there is one) and the check trials.
-    `compiled`: the candidates were compiled ahead (a kernel specialised per shape compiles at its check's
-    validation)."""
+    `compiled`: the candidates were compiled ahead at their classes' sizes; a variant specialised per shape
+    (Variant.prepare) has its kernels for the checks' shapes compiled here first, by parallel workers, or its worker
+    would compile them one by one while the job holds the GPU (TVM's, tens of seconds each)."""
     if not classes:
         return classes, []
     checked = {size: (contenders(trials, classes, size), shapes)
@@ -236,7 +237,7 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
 
     rows = measure_trials(config, variant, mode, points,
                           lambda i: f"check {variant.key} class {points[i].size_class} at {label(points[i])}",
-                          compiled)
+                          compiled and not variant.prepare)
     checks = [{"size": p.size_class, "shape": label(p), "params": p.params, **{k: r.get(k) for k in TRIAL_FIELDS}}
               for p, r in zip(points, rows)]
     kept = dict(classes)
