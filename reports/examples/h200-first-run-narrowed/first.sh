@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# On the node, in a copy of the tree, after the unpack: the default run as on a GPU model with no tuning records (the
+# H200's removed in the copy, tune.transfer false), in one piece; then a no-change rerun.
+set -u
+export PYTHONPATH=/tmp/gpu-node/site:$PWD PATH=/tmp/gpu-node/site/bin:$PATH CUDA_PATH=/usr/local/cuda PYTHONUNBUFFERED=1
+out=.dev/out; mkdir -p $out
+nvidia-smi --query-gpu=uuid,name,driver_version,power.limit,clocks.max.sm --format=csv > $out/gpu.txt
+stamp() { python -c "import time; print(round(time.time() - $1, 1))"; }
+s=$(date +%s.%N); python -m compileall -q -j 0 /tmp/gpu-node/site > /dev/null 2>&1
+echo "compileall rc=$? wall $(stamp $s) s" >> $out/walls.txt
+pip list 2>/dev/null | grep -iE "cupy|numba|tvm|snakemake |nvidia-cuda-nvrtc|numpy " > $out/versions.txt
+rm -rf resources/tuning/nvidia-h200
+s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s23/search.yaml > $out/first.log 2>&1
+echo "first rc=$? wall $(stamp $s) s" >> $out/walls.txt
+s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s23/search.yaml > $out/nochange.log 2>&1
+echo "nochange rc=$? wall $(stamp $s) s" >> $out/walls.txt
+tar czf - results/tables results/benchmarks results/build results/logs results/tune reports/report.html \
+  $out/first.log $out/nochange.log $out/walls.txt $out/gpu.txt $out/versions.txt 2>/dev/null | split -b 15M - $out/first.tgz.
+echo finished >> $out/walls.txt
