@@ -33,13 +33,15 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = [job for job in planned_jobs(result.stdout + result.stderr) if job["rule"] != "all"]  # all: no job
     # tune_compile: the searches' compiles (the variants without a committed result here), on a node with a GPU
-    assert {job["rule"] for job in jobs} == {"tune_compile", "tune", "build", "measure", "aggregate", "plot", "report"}
+    assert {job["rule"] for job in jobs} == {"tune_compile", "tune", "tune_code", "build", "measure", "aggregate",
+                                           "plot", "report"}
     reused = {job["wildcards"] for job in jobs if job["rule"] == "tune" and job["gpu"] == "0"}
     for job in jobs:
         on_gpu = job["rule"] in ("tune_compile", "tune", "build", "measure") and "family=cpu" not in job["wildcards"]
         on_gpu = on_gpu and job["wildcards"] not in reused
         assert job["gpu"] == ("1" if on_gpu else "0"), job
-        assert job["runtime"] == ("240" if job["rule"].startswith("tune") else "60") and job["mem_mb"] == "16000"
+        searching = job["rule"] in ("tune", "tune_compile")
+        assert job["runtime"] == ("240" if searching else "60") and job["mem_mb"] == "16000"
     assert sorted(w.split("variant=")[1].split(",")[0] for w in reused) == sorted(v.name for v in rungs)
     for variant in rungs:  # the committed result is the tune job's input: committing another re-runs it
         assert f"resources/tuning/test-gpu/cupy/{variant.name}/fp32.json" in result.stdout + result.stderr

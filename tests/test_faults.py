@@ -265,6 +265,24 @@ def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp
     assert {(c["shape"], c["params"]["GROUP"]) for c in record["checks"]} == {("128x128x128", 8), ("128x128x128", 16)}
 
 
+def test_the_tune_code_job_adds_what_the_compiler_makes_of_each_pick_where_the_record_has_none(tmp_path, cpu_config,
+                                                                                               monkeypatch):
+    """The tune job (on the GPU) writes its picks; the tune_code job (beside it) adds their generated code, on which a
+    record is migrated. A committed or transferred record brings its own, kept as it is."""
+    import dataclasses
+
+    from kernels import registry
+
+    variant = dataclasses.replace(registry.load(["tests.planted"])["cpu/planted-tunable"],
+                                  generated=lambda mode, params: {"made": params, "mode": mode})
+    monkeypatch.setattr(tune, "variant_of", lambda config, key: variant)
+    picked, out = tmp_path / "fp32.picked.json", tmp_path / "fp32.json"
+    for generated, expected in [({}, {"32": {"made": {"delay_ms": 0}, "mode": "fp32"}}), ({"generated": None}, None)]:
+        picked.write_text(json.dumps({"classes": {"32": {"params": {"delay_ms": 0}}}, **generated}))
+        tune.code(cpu_config, variant.key, "fp32", picked, out)
+        assert json.loads(out.read_text())["generated"] == expected
+
+
 @pytest.mark.parametrize("per_shape", [False, True])
 def test_a_search_compiles_its_checks_shapes_ahead_where_its_kernels_are_specialised_per_shape(cpu_config, monkeypatch,
                                                                                               per_shape):

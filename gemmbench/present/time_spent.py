@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-CPU_STAGES = ("tune_compile", "build", "aggregate", "plot")  # beside them (compiles, builds) or after them
+CPU_STAGES = ("tune_compile", "tune_code", "build", "aggregate", "plot")  # beside them (compiles, builds) or after
 
 # The parts of the measure jobs' time, in the order they are drawn, each with what it is
 MEASURE_PARTS = {
@@ -94,7 +94,7 @@ def of_run(summary: pd.DataFrame, validation: pd.DataFrame, results: Path) -> di
 def tune_results(tuned: Path):
     """(job, record) of each tune result under `tuned` (results/tune/): its job name, e.g. h100/cupy/a/fp32."""
     for path in sorted(Path(tuned).glob("*/*/*/*.json")):
-        if not path.name.endswith(".compiled.json"):  # what a tune_compile job wrote for its tune job
+        if path.name.count(".") == 1:  # not what a tune_compile or tune job wrote for the next job (x.compiled.json)
             yield str(path.relative_to(tuned).with_suffix("")), json.loads(path.read_text())
 
 

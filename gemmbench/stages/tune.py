@@ -15,7 +15,8 @@ log = logging.getLogger("gemmbench")
 
 def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
-    when the kernel sources, search space and settings are unchanged; otherwise the space is searched."""
+    when the kernel sources, search space and settings are unchanged; otherwise the space is searched. A searched
+    record is written without its `generated` code, which the tune_code job adds (`code`)."""
     variant = variant_of(config, key)
     settings = records.settings(config["tune"], variant)
     expected = records.key(variant, mode, settings)
@@ -41,7 +42,7 @@ def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     if facts:  # what another GPU model's run needs to know to take these records (tune.transferred)
         write_json(Path(out).parents[2] / records.GPU_FACTS, facts)
     if variant.tuner:
-        record = search.own_search(config, variant, mode, gpu, settings, expected, committed, out)
+        record = search.own_search(config, variant, mode, gpu, settings, expected, committed, stem(out))
     else:
         ahead = compiled_path(out)
         record = search.search(config, variant, mode, gpu, settings, expected, committed,
@@ -50,9 +51,25 @@ def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     return record
 
 
+def code(config: dict, key: str, mode: str, picked, out) -> dict:
+    """The tuning record: the tune job's (`picked`) with what the compiler makes of each class's pick (`generated`),
+    where it does not hold it already (a committed or transferred record does). The tune_code job, on the CPU: the
+    tune job holds the GPU, and compiling a TVM or Numba kernel takes seconds."""
+    record = read_json(picked)
+    if "generated" not in record:
+        record["generated"] = records.generated(variant_of(config, key), mode, record["classes"])
+    write_json(out, record)
+    return record
+
+
+def stem(out) -> Path:
+    """results/tune/<gpu>/<family>/<variant>/<mode>, of any of the files the tune stage's jobs write there."""
+    return Path(out).parent / Path(out).name.split(".")[0]
+
+
 def compiled_path(out) -> Path:
     """Where the tune_compile job says what it compiled for the tune job whose result is `out`."""
-    return Path(out).with_suffix(".compiled.json")
+    return stem(out).with_suffix(".compiled.json")
 
 
 def compile_ahead(config: dict, key: str, mode: str, gpu: str, out) -> dict:

@@ -133,9 +133,8 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
         if str(size) not in classes:
             log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
     return {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
-            "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
-            "generated": records.generated(variant, mode, classes), "trials": trials, "checks": checks,
-            "audits": audits}
+            "compilers": records.compilers(variant), "space": variant.space, "classes": classes, "trials": trials,
+            "checks": checks, "audits": audits}
 
 
 def fastest(trials: list[dict], count: int) -> set[str]:
@@ -297,16 +296,16 @@ def measure_trials(config: dict, variant: registry.Variant, mode: str, points: l
 
 
 def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expected: str, committed: Path,
-              out) -> dict:
-    """A variant's own search per size class, each with its database under <out without .json>/<size>/, which a
-    rerun resumes; an earlier committed result (other settings) seeds an empty database. The search proposes
-    candidates; they are compiled, validated and timed here, as the generic search's are (`measure`). Each class
-    keeps the candidates and seconds of every sitting, updated after each round (a sitting cut short keeps them)."""
+               work_dir: Path) -> dict:
+    """A variant's own search per size class, each with its database under work_dir/<size>/, which a rerun resumes;
+    an earlier committed result (other settings) seeds an empty database. The search proposes candidates; they are
+    compiled, validated and timed here, as the generic search's are (`measure`). Each class keeps the candidates and
+    seconds of every sitting, updated after each round (a sitting cut short keeps them)."""
     previous = read_json(committed)["classes"] if committed.exists() else {}
     classes = {}
     with gpus.pinned(variant.device) as env, gpus.environment(env):  # the search's own workers inherit it
         for size in settings["sizes"]:
-            sittings = Sittings(Path(out).with_suffix("") / str(size), previous.get(str(size)))
+            sittings = Sittings(work_dir / str(size), previous.get(str(size)))
 
             def measure(param_sets: list[dict]) -> list[dict]:
                 log.info("%s %s n=%d: round %d proposed %d candidates, %.1f s after the previous round's end",
@@ -335,8 +334,7 @@ def own_search(config: dict, variant, mode: str, gpu: str, settings: dict, expec
                      variant.key, mode, size, found["trials"], found["median_s"] * 1e3, found["tflops"],
                      classes[str(size)]["tune_s"], len(classes[str(size)]["sittings"]))
     return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings,
-            "compilers": records.compilers(variant), "space": variant.space, "classes": classes,
-            "generated": records.generated(variant, mode, classes)}
+            "compilers": records.compilers(variant), "space": variant.space, "classes": classes}
 
 
 class Sittings:

@@ -4,7 +4,7 @@ rule tune:
         committed=committed_tuning,
         compiled=tune_compiled,
     output:
-        "results/tune/{gpu}/{family}/{variant}/{mode}.json",
+        "results/tune/{gpu}/{family}/{variant}/{mode}.picked.json",
     log:
         "results/logs/tune/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
@@ -18,6 +18,26 @@ rule tune:
         space=lambda w: variant_of(w).space,
     script:
         "../scripts/tune.py"
+
+
+# The tuning record: the tune job's picks with what the compiler makes of each (their generated code, which a record
+# is migrated on), compiled here beside the GPU's jobs rather than in the tune job, which holds the GPU.
+rule tune_code:
+    input:
+        sources=variant_sources,
+        picked="results/tune/{gpu}/{family}/{variant}/{mode}.picked.json",
+    output:
+        "results/tune/{gpu}/{family}/{variant}/{mode}.json",
+    log:
+        "results/logs/tune_code/{gpu}/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/tune_code/{gpu}/{family}/{variant}/{mode}.tsv"
+    conda:
+        "../../environment.yml"
+    params:
+        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+    script:
+        "../scripts/tune_code.py"
 
 
 # A search's candidates compiled beside the GPU's jobs (as builds are), so that the tune job holds the GPU only to
