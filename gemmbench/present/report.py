@@ -116,7 +116,8 @@ def time_view(time: dict | None) -> dict | None:
             "jobs": [{"stage": r.stage, "count": int(r["count"]), "seconds": f"{r['sum']:.1f}"}
                      for _, r in jobs.iterrows()],
             "searches": [{**found, "ok": "" if found["ok"] is None else found["ok"],
-                          **{key: "–" if found[key] is None else f"{found[key]:.1f}" for key in ("compile_s", "gpu_s")},
+                          **{key: "–" if found[key] is None else f"{found[key]:.1f}"
+                             for key in ("compile_s", "gpu_s", "code_s")},
                           "parts": _search_parts(found)}
                          for found in time.get("searches", [])],
             "contests": [{**held, **{key: f"{held[key]:.3f}" for key in ("winner_ms", "runner_up_ms")},

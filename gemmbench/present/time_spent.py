@@ -101,7 +101,8 @@ def tune_results(tuned: Path):
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
     """Each search this run made (a tune result under `tuned`, results/tune/, that reuses no committed or transferred
     record): its variant and mode, its trials and their outcomes, and the seconds of its jobs (compiling ahead
-    beside the GPU's jobs, and the tune job that validated and timed them on the GPU)."""
+    beside the GPU's jobs, the tune job that validated and timed them on the GPU, and the tune_code job beside that
+    made the record)."""
     seconds = dict(zip(walls["job"], walls["wall_s"]))
     found = []
     for job, record in tune_results(tuned):
@@ -114,6 +115,7 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}"),
+                      "code_s": seconds.get(f"tune_code/{job}"),
                       "parts": trial_parts([*trials, *record.get("checks", []), *record.get("audits", [])])})
     return found
 
