@@ -36,7 +36,7 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
     """The tune settings a variant's result depends on: the generic search's, or those of the autotuner (a
     variant's own search, such as MetaSchedule's, with its own trial budget and size classes), and the timing of
     each trial (which decides what `fastest` means); for the generic search, `narrow_to` where it narrows a class's
-    candidates to the fastest of the class below (search.narrowed; a full search's settings, as before there was
+    candidates to the fastest of the class below (`narrowed`; a full search's settings, as before there was
     narrowing, have none). The record names its size classes `sizes`."""
     own = tune["autotuner"] if variant.tuner else tune
     found = {"trials": own["trials"], "seed": tune["seed"], "sizes": own["size_classes"], "timing": tune["timing"]}
@@ -349,15 +349,16 @@ def alike(ran: dict, wanted: dict) -> bool:
 # A size class at most this many times the class below it times only that class's fastest candidates (tune.narrow_to):
 # neighbouring sizes whose tiles fill the GPU alike rank candidates alike. In the 69 committed searches of two GPU
 # models, the fastest at 8192 was among the 6 fastest at 4096 every time; the fastest at 4096 was often not among
-# the fastest at 1024, where few tiles fill the GPU (reports/examples/narrowed-search).
+# the fastest at 1024, where few tiles fill the GPU (reports/examples/h200-first-run-narrowed).
 NEIGHBOURS = 2
 
 
 def narrowed(settings: dict) -> dict[int, int]:
     """The size classes whose candidates are narrowed, each with the class below it, in ascending order."""
+    if not settings.get("narrow_to"):
+        return {}
     sizes = sorted(settings["sizes"])
-    return {size: below for below, size in zip(sizes, sizes[1:])
-            if settings.get("narrow_to") and size <= NEIGHBOURS * below}
+    return {size: below for below, size in zip(sizes, sizes[1:]) if size <= NEIGHBOURS * below}
 
 
 def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
@@ -378,7 +379,7 @@ def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[f
         at = {size: sum(1 for trial in trials if trial["size"] == size) for size in sizes}
         seconds = 0.0
         for trial in trials:
-            share = min(1.0, tune["narrow_to"] / at[trial["size"]]) if narrow and trial["size"] in narrow else 1.0
+            share = min(1.0, tune["narrow_to"] / at[trial["size"]]) if trial["size"] in narrow else 1.0
             if same_timing and trial.get("measure_s") is not None:
                 seconds += share * ((trial.get("compile_s") or 0.0) + trial["validate_s"] + trial["measure_s"])
                 continue
