@@ -341,3 +341,16 @@ def test_the_tune_stages_trials_keep_their_short_timing_without_the_power_caps_w
                                                          if k != "capped_span_s"}, **config["tune"]["timing"]}
     assert config["timing"]["capped_span_s"] == 1.0
 
+
+def test_a_searchs_trials_settle_once_per_shape_in_a_stretch_of_device_work():
+    """Candidates timed back to back at one shape share the clocks' state: the first settles them; a pause long
+    enough to start a new stretch, or another shape, settles again."""
+    load, shape = timing.Load(), {"m": 64, "n": 64, "k": 64}
+    load.begin()
+    assert load.first_at(shape) and not load.first_at(dict(shape)) and load.first_at({**shape, "k": 32})
+    load.end()
+    load.begin()
+    assert not load.first_at(shape)
+    load.last -= 2 * timing.Load.IDLE_GAP_S  # as if the device had been idle since
+    load.begin()
+    assert load.first_at(shape)

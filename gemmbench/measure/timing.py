@@ -231,12 +231,21 @@ class Load:
 
     def __init__(self):
         self.since = self.last = None
+        self.settled: set = set()  # the shapes a point settled the clocks at in this stretch
 
     def begin(self) -> float:
         now = time.perf_counter()
         if self.last is None or now - self.last > self.IDLE_GAP_S:
-            self.since = now
+            self.since, self.settled = now, set()
         return self.since
+
+    def first_at(self, sizes: dict) -> bool:
+        """Whether no point settled the clocks at this shape in the current stretch (and, from now on, one has):
+        a search's candidates run back to back at one shape, each under much the same load."""
+        shape = tuple(sorted(sizes.items()))
+        first = shape not in self.settled
+        self.settled.add(shape)
+        return first
 
     def end(self) -> None:
         self.last = time.perf_counter()

@@ -23,8 +23,9 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     reference of their inputs; the process watched for hooks and threads meanwhile), and every reported time gated by
     what the device can do (`device`: its facts). A failure means the timed region did not hold the work (a kernel
     that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
-    or for another stream). `trial`: a search's candidate, which has no audit (the search audits the candidates it
-    picks; the rest are only compared with them)."""
+    or for another stream). `trial`: a search's candidate, among others timed back to back at its shape: it settles
+    the clocks only where none of them has in this stretch of device work, and has no audit (the search audits the
+    candidates it picks; the rest are only compared with them)."""
     params, built = chosen
     operands, out, buffer, workload = operands_of(variant, backend, point, task.mode)
     k = workload.reduction(point.sizes)
@@ -44,7 +45,8 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
                     "params": json.dumps(params)}
         host_median_s = float(np.median(host_s[1:] or host_s))
         settle_s = timing.settle(backend, run, warming, host_median_s,
-                                 spans_caps=task.timing.get("capped_span_s", 0.0) > 0)
+                                 spans_caps=task.timing.get("capped_span_s", 0.0) > 0) \
+            if not trial or timing.LOAD.first_at(point.sizes) else 0.0
         before = backend.telemetry()
         sampling = time.perf_counter()
 
