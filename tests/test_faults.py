@@ -284,31 +284,44 @@ def test_the_tune_code_job_adds_what_the_compiler_makes_of_each_pick_where_the_r
 
 
 @pytest.mark.parametrize("per_shape", [False, True])
-def test_a_search_compiles_its_checks_shapes_ahead_where_its_kernels_are_specialised_per_shape(cpu_config, monkeypatch,
-                                                                                              per_shape):
-    """The tune_compile job compiled the trials at their classes' sizes; a kernel specialised per shape also needs
-    one for each shape its class's checks run, compiled by parallel workers before they are timed."""
+def test_the_tune_compile_job_compiles_every_candidate_at_its_checks_shapes_where_kernels_are_specialised_per_shape(
+        cpu_config, monkeypatch, per_shape):
+    """A kernel specialised per shape needs one for each shape its class's checks run, and which candidates contend
+    there is known only after the trials: the tune_compile job compiles every candidate at those shapes too, so the
+    tune job (which holds the GPU) compiles nothing for its checks."""
     import dataclasses
 
-    from gemmbench.tuning import search
+    from gemmbench.tuning import records, search
     from kernels import registry
 
-    asked = []
+    compiled, asked = [], []
+
+    def compile_ahead(config, variant, mode, points, classes=None):
+        compiled.extend((p.size_class, tuple(p.sizes.values()), p.params["delay_ms"]) for p in points)
+        return 1, [None] * len(points)
 
     def measure_trials(config, variant, mode, points, describe, compiled=False):
         asked.append(compiled)
         return [{"status": "ok", "median_s": 1.0} for _ in points]
 
+    monkeypatch.setattr(search, "compile_ahead", compile_ahead)
     monkeypatch.setattr(search, "measure_trials", measure_trials)
     variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
     variant = dataclasses.replace(variant, prepare=(lambda *args: None) if per_shape else None)
     config = configuration.validate({**cpu_config, "variant_modules": ["tests.planted"], "square_sizes": [32, 64, 128],
-                                     "tune": {"trials": 2, "size_classes": [32, 64]}})
+                                     "tune": {"trials": 2, "size_classes": [32, 64], "narrow_to": 0}})
+    done = search.compile_trials(config, variant, "fp32", "test-cpu", records.settings(config["tune"], variant))
+    candidates = {delay for _, _, delay in compiled}
+    assert len(candidates) == 2 and done["trials"] == 4
+    at_checks = {(size, shape, delay) for size, shape, delay in compiled if shape != (size,) * 3}
+    assert at_checks == ({(64, (128,) * 3, delay) for delay in candidates} if per_shape else set())
+    assert done["checks"] == len(at_checks)
+
     trials = [{"size": size, "params": {"delay_ms": 0}, "status": "ok", "median_s": 1.0, "tflops": 1.0}
               for size in (32, 64)]
     classes, checks = search.check_served(config, variant, "fp32", trials, search.best_per_class(trials, [32, 64]),
                                           compiled=True)
-    assert checks and asked == [not per_shape]
+    assert checks and asked == [True]  # compiled ahead: the checks are only validated and timed
 
 
 def test_candidates_compiled_ahead_by_their_own_job_are_only_validated_and_timed_by_the_tune_job(tmp_path, cpu_config,

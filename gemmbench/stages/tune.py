@@ -46,7 +46,7 @@ def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     else:
         ahead = compiled_path(out)
         record = search.search(config, variant, mode, gpu, settings, expected, committed,
-                               compiled=ahead.exists() and "trials" in read_json(ahead))
+                               compiled=ahead.exists() and "checks" in read_json(ahead))
     write_json(out, record)
     return record
 

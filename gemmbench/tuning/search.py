@@ -87,13 +87,18 @@ def planned_trials(config: dict, variant: registry.Variant, mode: str, gpu: str,
 def compile_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict) -> dict:
     """The trials left to time, compiled into the shared caches by parallel workers that launch nothing: the
     tune_compile job, which runs beside the GPU's jobs as builds do, so that the tune job holds the GPU only to
-    validate and time."""
-    todo = planned_trials(config, variant, mode, gpu, settings)[3]
+    validate and time. A variant whose kernels are specialised per shape (Variant.prepare) also has every candidate
+    compiled at each shape its class serves: which candidates contend there is known only after the trials, and a
+    TVM kernel takes tens of seconds to compile, which the tune job would otherwise spend holding the GPU."""
+    proposed, _, _, todo = planned_trials(config, variant, mode, gpu, settings)
+    served = served_shapes(config, variant, settings["sizes"]) if variant.prepare else {}
+    checks = served_points(config, {size: (proposed, shapes) for size, shapes in served.items()})
     start = time.perf_counter()
-    workers, rows = compile_ahead(config, variant, mode, todo)
+    workers, rows = compile_ahead(config, variant, mode, todo + checks)
     took = time.perf_counter() - start
-    log.info("%s %s: %d trials compiled ahead in %.1f s by %d workers", variant.key, mode, len(todo), took, workers)
-    return {"trials": len(todo), "workers": workers, "compile_s": round(took, 1),
+    log.info("%s %s: %d trials%s compiled ahead in %.1f s by %d workers", variant.key, mode, len(todo),
+             f" and {len(checks)} serving checks' kernels" if checks else "", took, workers)
+    return {"trials": len(todo), "checks": len(checks), "workers": workers, "compile_s": round(took, 1),
             "refused": sum(1 for row in rows if row and row.get("status") == "rejected")}
 
 
@@ -102,7 +107,7 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
     """The generic search: every candidate (`candidates`) timed at the square shape of each size class, or, at a
     class next to the one below it (`records.narrowed`), that class's tune.narrow_to fastest; the trials of a committed
     search that this one extends kept (`earlier_trials`); and the record of each class's pick (`picks`), with every
-    trial. `compiled`: the tune_compile job compiled the trials already."""
+    trial. `compiled`: the tune_compile job compiled the trials (and their checks) already (`compile_trials`)."""
     key = variant.key
     proposed, points, earlier, todo = planned_trials(config, variant, mode, gpu, settings)
     narrow = records.narrowed(settings)
@@ -186,6 +191,13 @@ def served_shapes(config: dict, variant: registry.Variant, sizes) -> dict[int, l
     return served
 
 
+def served_points(config: dict, checked: dict[int, tuple[list[dict], list[plan.Shape]]]) -> list[Point]:
+    """The serving checks' points: each of a class's candidates at each shape the class serves (`checked`: class
+    size -> (candidates, shapes))."""
+    return [Point(shape.sizes, devices.seed_for(config["seed"], *shape.sizes.values()), params, size)
+            for size, (candidates_, shapes) in checked.items() for shape in shapes for params in candidates_]
+
+
 def contenders(trials: list[dict], classes: dict, size: int) -> list[dict]:
     """What a class's winner is checked against where the class serves: its runner-up at the class size and the
     winners of the neighbouring classes (distinct parameter sets, the winner first)."""
@@ -219,15 +231,13 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
     failed); a class keeps its fastest unless another's lowest share, its own size's included, is clearly higher
     (`kept_of`). So a winner that collapses at a size its class serves is refused for one that holds up there.
     Returns the classes (each with its shares, and the refused winner where there is one) and the check trials.
-    `compiled`: the candidates were compiled ahead at their classes' sizes; a variant specialised per shape
-    (Variant.prepare) has its kernels for the checks' shapes compiled here first, by parallel workers, or its worker
-    would compile them one by one while the job holds the GPU (TVM's, tens of seconds each)."""
+    `compiled`: the tune_compile job compiled the candidates ahead, at the checks' shapes too where the variant's
+    kernels are specialised per shape (`compile_trials`)."""
     if not classes:
         return classes, []
     checked = {size: (contenders(trials, classes, size), shapes)
                for size, shapes in served_shapes(config, variant, [int(s) for s in classes]).items()}
-    points = [Point(shape.sizes, devices.seed_for(config["seed"], *shape.sizes.values()), params, size)
-              for size, (candidates_, shapes) in checked.items() for shape in shapes for params in candidates_]
+    points = served_points(config, checked)
     if not points:
         return classes, []
 
@@ -236,7 +246,7 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
 
     rows = measure_trials(config, variant, mode, points,
                           lambda i: f"check {variant.key} class {points[i].size_class} at {label(points[i])}",
-                          compiled and not variant.prepare)
+                          compiled)
     checks = [{"size": p.size_class, "shape": label(p), "params": p.params, **{k: r.get(k) for k in TRIAL_FIELDS}}
               for p, r in zip(points, rows)]
     kept = dict(classes)
