@@ -32,15 +32,16 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_and_the_others_for_none(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, env={**SNAKEMAKE_ENV, "PYTHONPATH": str(tree)})
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = [job for job in planned_jobs(result.stdout + result.stderr) if job["rule"] != "all"]  # all: no job
-    # tune_compile: the searches' compiles (the variants without a committed result here), on a node with a GPU
-    assert {job["rule"] for job in jobs} == {"tune_compile", "tune", "tune_code", "build", "measure", "aggregate",
-                                           "plot", "report"}
+    # tune_compile: the searches' compiles (the variants without a committed result here), on a node with a GPU;
+    # tune_trials and tune_check_compile: those of the variants compiled per shape (TVM's)
+    assert {job["rule"] for job in jobs} == {"tune_compile", "tune_trials", "tune_check_compile", "tune", "tune_code",
+                                           "build", "measure", "aggregate", "plot", "report"}
     reused = {job["wildcards"] for job in jobs if job["rule"] == "tune" and job["gpu"] == "0"}
     for job in jobs:
-        on_gpu = job["rule"] in ("tune_compile", "tune", "build", "measure") and "family=cpu" not in job["wildcards"]
-        on_gpu = on_gpu and job["wildcards"] not in reused
+        on_gpu = job["rule"] in ("tune_compile", "tune_trials", "tune_check_compile", "tune", "build", "measure")
+        on_gpu = on_gpu and "family=cpu" not in job["wildcards"] and job["wildcards"] not in reused
         assert job["gpu"] == ("1" if on_gpu else "0"), job
-        searching = job["rule"] in ("tune", "tune_compile")
+        searching = job["rule"] in ("tune", "tune_compile", "tune_trials")
         assert job["runtime"] == ("240" if searching else "60") and job["mem_mb"] == "16000"
     assert sorted(w.split("variant=")[1].split(",")[0] for w in reused) == sorted(v.name for v in rungs)
     for variant in rungs:  # the committed result is the tune job's input: committing another re-runs it

@@ -283,45 +283,83 @@ def test_the_tune_code_job_adds_what_the_compiler_makes_of_each_pick_where_the_r
         assert json.loads(out.read_text())["generated"] == expected
 
 
-@pytest.mark.parametrize("per_shape", [False, True])
-def test_the_tune_compile_job_compiles_every_candidate_at_its_checks_shapes_where_kernels_are_specialised_per_shape(
-        cpu_config, monkeypatch, per_shape):
+@pytest.mark.parametrize("timed_ahead", [False, True])
+def test_a_variant_compiled_per_shape_has_its_checks_kernels_compiled_between_its_trials_and_its_checks(
+        cpu_config, monkeypatch, timed_ahead):
     """A kernel specialised per shape needs one for each shape its class's checks run, and which candidates contend
-    there is known only after the trials: the tune_compile job compiles every candidate at those shapes too, so the
-    tune job (which holds the GPU) compiles nothing for its checks."""
+    there is known only from the trials. The tune_trials job times them; the tune_check_compile job compiles the
+    contenders at those shapes (`compile_checks`), beside the GPU's jobs; the tune job then only checks and audits
+    the picks. Without that (`timed` None), the tune job compiles the checks' kernels itself before timing them."""
     import dataclasses
 
     from gemmbench.tuning import records, search
     from kernels import registry
 
-    compiled, asked = [], []
+    compiled, timed_points = [], []
 
     def compile_ahead(config, variant, mode, points, classes=None):
         compiled.extend((p.size_class, tuple(p.sizes.values()), p.params["delay_ms"]) for p in points)
         return 1, [None] * len(points)
 
     def measure_trials(config, variant, mode, points, describe, compiled=False):
-        asked.append(compiled)
-        return [{"status": "ok", "median_s": 1.0} for _ in points]
+        timed_points.extend((p.stage, p.size_class, tuple(p.sizes.values()), compiled) for p in points)
+        return [{"status": "ok", "median_s": 1.0 + p.params["delay_ms"], "tflops": 1.0} for p in points]
 
     monkeypatch.setattr(search, "compile_ahead", compile_ahead)
     monkeypatch.setattr(search, "measure_trials", measure_trials)
-    variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
-    variant = dataclasses.replace(variant, prepare=(lambda *args: None) if per_shape else None)
+    variant = dataclasses.replace(registry.load(["tests.planted"])["cpu/planted-tunable"], prepare=lambda *args: None)
     config = configuration.validate({**cpu_config, "variant_modules": ["tests.planted"], "square_sizes": [32, 64, 128],
-                                     "tune": {"trials": 2, "size_classes": [32, 64], "narrow_to": 0}})
-    done = search.compile_trials(config, variant, "fp32", "test-cpu", records.settings(config["tune"], variant))
-    candidates = {delay for _, _, delay in compiled}
-    assert len(candidates) == 2 and done["trials"] == 4
-    at_checks = {(size, shape, delay) for size, shape, delay in compiled if shape != (size,) * 3}
-    assert at_checks == ({(64, (128,) * 3, delay) for delay in candidates} if per_shape else set())
-    assert done["checks"] == len(at_checks)
+                                     "tune": {"trials": 3, "size_classes": [32, 64], "narrow_to": 0}})
+    settings = records.settings(config["tune"], variant)
+    trials = search.time_trials(config, variant, "fp32", "test-cpu", settings, Path("none.json"), compiled=True)
+    assert len(trials) == 6 and not compiled and {t[3] for t in timed_points} == {True}
 
-    trials = [{"size": size, "params": {"delay_ms": 0}, "status": "ok", "median_s": 1.0, "tflops": 1.0}
-              for size in (32, 64)]
-    classes, checks = search.check_served(config, variant, "fp32", trials, search.best_per_class(trials, [32, 64]),
-                                          compiled=True)
-    assert checks and asked == [True]  # compiled ahead: the checks are only validated and timed
+    done = search.compile_checks(config, variant, "fp32", trials, settings["sizes"])
+    contenders = search.contenders(trials, search.best_per_class(trials, settings["sizes"]), 64)
+    assert set(compiled) == {(64, (128,) * 3, c["delay_ms"]) for c in contenders} and done["checks"] == len(compiled)
+
+    timed_points.clear()
+    record = search.search(config, variant, "fp32", "test-cpu", settings, "key", Path("none.json"), compiled=True,
+                           timed=trials if timed_ahead else None)
+    checks = [t for t in timed_points if t[2] == (128,) * 3]
+    assert checks and {compiled_ahead for *_, compiled_ahead in checks} == {timed_ahead}
+    assert len(timed_points) == len(checks) + len(record["audits"]) + (0 if timed_ahead else 6)
+
+
+def test_a_search_split_into_trials_checks_compiled_and_picks_gives_the_record_one_job_would(tmp_path, cpu_config,
+                                                                                          monkeypatch):
+    """The three jobs of a search of a variant compiled per shape (tune_trials, tune_check_compile, tune), each a
+    process of its own, hand over through their files: the tune job checks and audits the trials the first timed,
+    times none of them again, and takes them only for the record's key."""
+    import dataclasses
+
+    from gemmbench.tuning import records
+
+    cpu_config.update(variant_modules=["tests.planted"], square_sizes=[32, 64, 128],
+                      tune={"trials": 3, "size_classes": [32, 64], "narrow_to": 0}, cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    cfg = configuration.validate(cpu_config)
+    planted = common.variant_of(cfg, "cpu/planted-tunable")
+    monkeypatch.setattr(tune, "variant_of", lambda config, key: dataclasses.replace(planted, prepare=lambda *a: None))
+    out = tmp_path / "fp32.picked.json"
+    tune.compile_ahead(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tune.compiled_path(out))
+    timed = tune.trials(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "fp32.trials.json")
+    done = tune.compile_checks(cfg, "cpu/planted-tunable", "fp32", tmp_path / "fp32.trials.json",
+                               tmp_path / "fp32.checks.json")
+    assert len(timed["trials"]) == 6 and done["checks"] >= 1
+
+    def times_again(*args, **kwargs):
+        raise AssertionError("the tune job timed the trials again")
+    monkeypatch.setattr(search, "time_trials", times_again)
+    record = tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", out, timed=tmp_path / "fp32.trials.json")
+    assert record["trials"] == timed["trials"] and record["checks"] and record["audits"]
+    assert {c["params"]["delay_ms"] for c in record["classes"].values()} == {0}
+    assert record["key"] == records.key(planted, "fp32", records.settings(cfg["tune"], planted))
+
+    stale = tmp_path / "stale.trials.json"  # timed for other settings: searched again
+    stale.write_text(json.dumps({**timed, "key": "another"}))
+    with pytest.raises(AssertionError, match="timed the trials again"):
+        tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", out, timed=stale)
 
 
 def test_candidates_compiled_ahead_by_their_own_job_are_only_validated_and_timed_by_the_tune_job(tmp_path, cpu_config,

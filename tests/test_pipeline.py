@@ -14,6 +14,7 @@ from conftest import ROOT, SNAKEMAKE_ENV, planned_jobs, snakemake, snakemake_com
 
 from gemmbench.measure import provenance
 from gemmbench.present import tables, time_spent
+from kernels import registry
 
 pytestmark = pytest.mark.slow
 
@@ -156,8 +157,25 @@ def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_
     assert compiles == searches and "variant=03_smem_tiles" in " ".join(compiles)
     assert {job["gpu"] for job in jobs if job["rule"] == "tune_compile"} == {"0"}
     assert "results/tune/a-gpu-nobody-tuned-for/cupy/03_smem_tiles/fp32.compiled.json" in result.stdout
+    # A variant compiled per shape (TVM's) times its trials in a job of their own, so that its checks' kernels are
+    # compiled beside the GPU's jobs before its tune job checks and audits the picks.
+    per_shape = {f"tvm/{v.name}" for v in registry.load().values() if v.family == "tvm" and v.prepare}
+    for rule, gpu in (("tune_trials", "1"), ("tune_check_compile", "0")):
+        planned = [job for job in jobs if job["rule"] == rule]
+        assert {job_key(job) for job in planned} == {job_key(job) for job in jobs if job["rule"] == "tune_compile"
+                                                     and job_key(job) in per_shape}, rule
+        assert {job["gpu"] for job in planned} == {gpu}
+    assert "tvm/02_d2l_vectorized" in per_shape and "results/tune/a-gpu-nobody-tuned-for/tvm/02_d2l_vectorized/" \
+        "fp32.checks.json" in result.stdout
     result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100 80GB HBM3}")
-    assert result.returncode == 0 and "rule tune_compile" not in result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert result.returncode == 0 and "rule tune_compile" not in out and "rule tune_trials" not in out
+
+
+def job_key(job: dict) -> str:
+    """A planned job's variant key, e.g. tvm/05_recipe, from its wildcards."""
+    fields = dict(item.split("=", 1) for item in job["wildcards"].split(", ") if "=" in item)
+    return f"{fields.get('family')}/{fields.get('variant')}"
 
 
 def test_auto_without_a_gpu_runs_cpu_families_and_says_so(tmp_path):

@@ -530,8 +530,10 @@ def test_every_figure_of_the_h100_example_shows_what_it_draws():
 def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     """The GPU's serial path: the searches' tune jobs and the measure jobs' walls (Snakemake's benchmark files), the
     measure jobs' split by what their rows say; what the rows do not account for is the jobs' overhead; the builds,
-    and the tune jobs that reuse a record (they ask for no GPU), are the CPU's."""
+    and the tune jobs that reuse a record (they ask for no GPU), are the CPU's. A search of a variant compiled per
+    shape has two jobs on the GPU (tune_trials and tune) and two compiles beside them."""
     for job, seconds in {"tune/h100/cupy/a/fp32": 5.0, "tune_compile/h100/cupy/a/fp32": 4.0,
+                         "tune_trials/h100/cupy/a/fp32": 2.0, "tune_check_compile/h100/cupy/a/fp32": 1.0,
                          "tune_code/h100/cupy/a/fp32": 1.5, "tune/h100/cupy/b/fp32": 0.5, "measure/cupy/a/fp32": 30.0,
                          "measure/cupy/b/fp32": 20.0,
                          "build/cupy/a/fp32": 7.0, "aggregate/aggregate": 2.0}.items():
@@ -558,19 +560,20 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     time = time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
     assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "checks": 4,
                                  "refused": 'class 8192: {"G": 16} at 16384x16384x16384 ran at 71% of {"G": 8}',
-                                 "compile_s": 4.0, "gpu_s": 5.0, "code_s": 1.5,
+                                 "compile_s": 5.0, "gpu_s": 7.0, "code_s": 1.5,
                                  "parts": {"validation": 0.75, "kernel": 0.375, "accounting": 0.375, "checks": 0.375,
                                            "settle": 0.0, "warm-up": 0.375}}]
-    assert time["gpu_path"] == {"tune": 5.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
+    assert time["gpu_path"] == {"tune": 7.0, "kernel": 14.0, "accounting": 4.0, "checks": 3.0, "settle": 2.0,
                                 "warm-up": 2.0, "lock wait": 0.5, "validation": 6.0, "fp64 reference": 4.0,
                                 "kernel loading": 1.5, "job overhead": 50.0 - 37.0}
-    assert time["cpu"] == {"tune_compile": 4.0, "tune_code": 1.5, "build": 7.0, "aggregate": 2.0,
+    assert time["cpu"] == {"tune_compile": 4.0, "tune_check_compile": 1.0, "tune_code": 1.5, "build": 7.0,
+                           "aggregate": 2.0,
                            time_spent.REUSED: 0.5}
     html = report.time_view(time)
-    assert html["total"] == "55.0" and html["searches"][0]["compile_s"] == "4.0"
+    assert html["total"] == "57.0" and html["searches"][0]["compile_s"] == "5.0"
     assert html["searches"][0]["code_s"] == "1.5"
     assert html["searches"][0]["parts"] == ("validation 0.8, kernel 0.4, accounting 0.4, checks 0.4, settle 0.0, "
-                                            "warm-up 0.4; the rest 2.8")
+                                            "warm-up 0.4; the rest 4.8")
     assert [p["part"] for p in html["parts"]][:2] == ["tune", "kernel"]
     assert abs(sum(p["share"] for p in html["parts"]) - 100) < 1e-9
     assert time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "none")) is None

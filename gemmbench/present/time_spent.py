@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-CPU_STAGES = ("tune_compile", "tune_code", "build", "aggregate", "plot")  # beside them (compiles, builds) or after
+CPU_STAGES = ("tune_compile", "tune_check_compile", "tune_code", "build", "aggregate", "plot")  # beside, or after
+# A search's jobs on the GPU, and its compiles beside them (tune_trials and tune_check_compile: a variant compiled
+# per shape)
+TUNE_GPU_STAGES, TUNE_CPU_STAGES = ("tune", "tune_trials"), ("tune_compile", "tune_check_compile")
 
 # The parts of the measure jobs' time, in the order they are drawn, each with what it is
 MEASURE_PARTS = {
@@ -70,7 +73,7 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
     by_stage = walls.groupby("stage")["wall_s"].sum()
     found = searches(walls, tuned) if tuned else []
     held = contests(tuned) if tuned else []
-    tune = float(by_stage.get("tune", 0.0))
+    tune = float(sum(by_stage.get(stage, 0.0) for stage in TUNE_GPU_STAGES))
     # a tune job that reuses a record asks for no GPU: only the searches' jobs are on the GPU's path
     searched = sum(s["gpu_s"] or 0.0 for s in found) if tuned else tune
     gpu = {"tune": searched, **measure_parts(summary, validation, float(by_stage.get("measure", 0.0))),
@@ -114,10 +117,16 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
                       "trials": len(trials) or own,
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
-                      "compile_s": seconds.get(f"tune_compile/{job}"), "gpu_s": seconds.get(f"tune/{job}"),
-                      "code_s": seconds.get(f"tune_code/{job}"),
+                      "compile_s": summed(seconds, TUNE_CPU_STAGES, job),
+                      "gpu_s": summed(seconds, TUNE_GPU_STAGES, job), "code_s": seconds.get(f"tune_code/{job}"),
                       "parts": trial_parts([*trials, *record.get("checks", []), *record.get("audits", [])])})
     return found
+
+
+def summed(seconds: dict[str, float], stages: tuple[str, ...], job: str) -> float | None:
+    """The wall seconds of `job`'s jobs in `stages`, None where none left a benchmark file."""
+    found = [seconds[f"{stage}/{job}"] for stage in stages if f"{stage}/{job}" in seconds]
+    return sum(found) if found else None
 
 
 def trial_parts(trials: list[dict]) -> dict[str, float]:

@@ -13,10 +13,12 @@ from gemmbench.tuning import records, search
 log = logging.getLogger("gemmbench")
 
 
-def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
+def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
     when the kernel sources, search space and settings are unchanged; otherwise the space is searched. A searched
-    record is written without its `generated` code, which the tune_code job adds (`code`)."""
+    record is written without its `generated` code, which the tune_code job adds (`code`). `timed`: the file of a
+    variant specialised per shape whose trials the tune_trials job timed (`trials`); this job then checks and audits
+    the picks."""
     variant = variant_of(config, key)
     settings = records.settings(config["tune"], variant)
     expected = records.key(variant, mode, settings)
@@ -46,7 +48,8 @@ def run(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     else:
         ahead = compiled_path(out)
         record = search.search(config, variant, mode, gpu, settings, expected, committed,
-                               compiled=ahead.exists() and "checks" in read_json(ahead))
+                               compiled=ahead.exists() and "trials" in read_json(ahead),
+                               timed=timed_trials(timed, expected))
     write_json(out, record)
     return record
 
@@ -60,6 +63,37 @@ def code(config: dict, key: str, mode: str, picked, out) -> dict:
         record["generated"] = records.generated(variant_of(config, key), mode, record["classes"])
     write_json(out, record)
     return record
+
+
+def trials(config: dict, key: str, mode: str, gpu: str, out) -> dict:
+    """The tune_trials job of a variant specialised per shape, searched here: its trials timed on the GPU, so that
+    the tune_check_compile job can compile its serving checks' kernels beside the GPU's jobs before the tune job
+    checks and audits the picks."""
+    variant = variant_of(config, key)
+    settings = records.settings(config["tune"], variant)
+    ahead = compiled_path(out)
+    timed = search.time_trials(config, variant, mode, gpu, settings, records.committed_path(gpu, variant, mode),
+                               compiled=ahead.exists() and "trials" in read_json(ahead))
+    done = {"key": records.key(variant, mode, settings), "trials": timed}
+    write_json(out, done)
+    return done
+
+
+def timed_trials(path, expected: str) -> list[dict] | None:
+    """The trials the tune_trials job timed (its file at `path`, where there is one), if they were timed for this
+    record's key: the sources, space and settings of this search."""
+    done = read_json(path) if path else None
+    return done["trials"] if done and done.get("key") == expected else None
+
+
+def compile_checks(config: dict, key: str, mode: str, timed, out) -> dict:
+    """The tune_check_compile job: the serving checks' kernels of the trials in `timed` (the tune_trials job's file),
+    compiled beside the GPU's jobs."""
+    variant = variant_of(config, key)
+    done = search.compile_checks(config, variant, mode, read_json(timed)["trials"],
+                                 records.settings(config["tune"], variant)["sizes"])
+    write_json(out, done)
+    return done
 
 
 def stem(out) -> Path:

@@ -87,27 +87,35 @@ def planned_trials(config: dict, variant: registry.Variant, mode: str, gpu: str,
 def compile_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict) -> dict:
     """The trials left to time, compiled into the shared caches by parallel workers that launch nothing: the
     tune_compile job, which runs beside the GPU's jobs as builds do, so that the tune job holds the GPU only to
-    validate and time. A variant whose kernels are specialised per shape (Variant.prepare) also has every candidate
-    compiled at each shape its class serves: which candidates contend there is known only after the trials, and a
-    TVM kernel takes tens of seconds to compile, which the tune job would otherwise spend holding the GPU."""
-    proposed, _, _, todo = planned_trials(config, variant, mode, gpu, settings)
-    served = served_shapes(config, variant, settings["sizes"]) if variant.prepare else {}
-    checks = served_points(config, {size: (proposed, shapes) for size, shapes in served.items()})
+    validate and time."""
+    todo = planned_trials(config, variant, mode, gpu, settings)[3]
     start = time.perf_counter()
-    workers, rows = compile_ahead(config, variant, mode, todo + checks)
+    workers, rows = compile_ahead(config, variant, mode, todo)
     took = time.perf_counter() - start
-    log.info("%s %s: %d trials%s compiled ahead in %.1f s by %d workers", variant.key, mode, len(todo),
-             f" and {len(checks)} serving checks' kernels" if checks else "", took, workers)
-    return {"trials": len(todo), "checks": len(checks), "workers": workers, "compile_s": round(took, 1),
+    log.info("%s %s: %d trials compiled ahead in %.1f s by %d workers", variant.key, mode, len(todo), took, workers)
+    return {"trials": len(todo), "workers": workers, "compile_s": round(took, 1),
             "refused": sum(1 for row in rows if row and row.get("status") == "rejected")}
 
 
-def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
-           committed: Path, compiled: bool = False) -> dict:
-    """The generic search: every candidate (`candidates`) timed at the square shape of each size class, or, at a
-    class next to the one below it (`records.narrowed`), that class's tune.narrow_to fastest; the trials of a committed
-    search that this one extends kept (`earlier_trials`); and the record of each class's pick (`picks`), with every
-    trial. `compiled`: the tune_compile job compiled the trials (and their checks) already (`compile_trials`)."""
+def compile_checks(config: dict, variant: registry.Variant, mode: str, trials: list[dict], sizes: list[int]) -> dict:
+    """The serving checks' kernels of a variant specialised per shape (Variant.prepare), compiled into the shared
+    caches by parallel workers that launch nothing: the tune_check_compile job, between the job that timed the
+    trials and the one that checks and audits the picks, beside the GPU's jobs. Which candidates contend at a
+    class's served shapes is known only from the trials, and a TVM kernel takes tens of seconds to compile."""
+    points = served_points(config, checked_where(config, variant, trials, best_per_class(trials, sizes)))
+    start = time.perf_counter()
+    workers = compile_ahead(config, variant, mode, points)[0]
+    took = time.perf_counter() - start
+    log.info("%s %s: %d serving checks' kernels compiled ahead in %.1f s by %d workers", variant.key, mode,
+             len(points), took, workers)
+    return {"checks": len(points), "workers": workers, "compile_s": round(took, 1)}
+
+
+def time_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, committed: Path,
+                compiled: bool = False) -> list[dict]:
+    """The generic search's trials: every candidate (`candidates`) timed at the square shape of each size class, or,
+    at a class next to the one below it (`records.narrowed`), that class's tune.narrow_to fastest; the trials of a
+    committed search that this one extends kept (`earlier_trials`). `compiled`: the tune_compile job compiled them."""
     key = variant.key
     proposed, points, earlier, todo = planned_trials(config, variant, mode, gpu, settings)
     narrow = records.narrowed(settings)
@@ -131,13 +139,24 @@ def search(config: dict, variant: registry.Variant, mode: str, gpu: str, setting
     for size, below in narrow.items():  # in ascending order: a narrowed class's fastest may narrow the next
         finalists = fastest([t for t in found.values() if t["size"] == below], settings["narrow_to"])
         measure([p for p in todo if p.size_class == size and ident(p.params) in finalists])
-    ids = [trial_id(p.size_class, p.params) for p in points]
-    trials = [dict(found[i]) for i in ids if i in found]  # copies: a pick that fails its audit is marked failed
-    classes, checks, audits = picks(config, variant, mode, trials, settings["sizes"], compiled)
+    return [found[i] for i in (trial_id(p.size_class, p.params) for p in points) if i in found]
+
+
+def search(config: dict, variant: registry.Variant, mode: str, gpu: str, settings: dict, expected: str,
+           committed: Path, compiled: bool = False, timed: list[dict] | None = None) -> dict:
+    """The generic search: its trials (`time_trials`), and the record of each class's pick (`picks`), with every
+    trial. `compiled`: the tune_compile job compiled the trials. `timed`: the trials, timed already by the
+    tune_trials job of a variant specialised per shape, whose serving checks' kernels the tune_check_compile job then
+    compiled (`compile_checks`)."""
+    found = timed if timed is not None else time_trials(config, variant, mode, gpu, settings, committed, compiled)
+    trials = [dict(t) for t in found]  # copies: a pick that fails its audit is marked failed
+    classes, checks, audits = picks(config, variant, mode, trials, settings["sizes"], compiled,
+                                    checks_compiled=compiled and (timed is not None or not variant.prepare))
     for size in settings["sizes"]:
         if str(size) not in classes:
-            log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", key, mode, size)
-    return {"gpu": gpu, "variant": key, "mode": mode, "key": expected, "settings": settings,
+            log.warning("%s %s: no candidate passed at n=%d; that class keeps the default parameters", variant.key,
+                        mode, size)
+    return {"gpu": gpu, "variant": variant.key, "mode": mode, "key": expected, "settings": settings,
             "compilers": records.compilers(variant), "space": variant.space, "classes": classes, "trials": trials,
             "checks": checks, "audits": audits}
 
@@ -149,14 +168,16 @@ def fastest(trials: list[dict], count: int) -> set[str]:
 
 
 def picks(config: dict, variant: registry.Variant, mode: str, trials: list[dict], sizes: list[int],
-          compiled: bool = False) -> tuple[dict, list[dict], list[dict]]:
+          compiled: bool = False, checks_compiled: bool = False) -> tuple[dict, list[dict], list[dict]]:
     """Each class's pick: its fastest validated trial, checked where the class serves (`check_served`), then
     audited as a measured point is (`audit`); a pick that fails its audit fails as a trial, and the classes are
     picked again without it. Returns the classes, the serving checks and the audits. Trials are timed without an
-    audit: only a pick's timing is ever used."""
+    audit: only a pick's timing is ever used. `compiled`: the trials were compiled ahead; `checks_compiled`: the
+    checks' kernels too (a kernel specialised per shape needs its own for each check)."""
     audits: list[dict] = []
     while True:
-        classes, checks = check_served(config, variant, mode, trials, best_per_class(trials, sizes), compiled)
+        classes, checks = check_served(config, variant, mode, trials, best_per_class(trials, sizes),
+                                       checks_compiled)
         passed = {(a["size"], ident(a["params"])) for a in audits if a["status"] == "ok"}
         todo = {int(size): c["params"] for size, c in classes.items() if (int(size), ident(c["params"])) not in passed}
         done = audit(config, variant, mode, todo, compiled)
@@ -189,6 +210,13 @@ def served_shapes(config: dict, variant: registry.Variant, sizes) -> dict[int, l
         if plan.skip_reason(config, variant, shape) is None and set(shape.sizes.values()) != {size}:
             served.setdefault(size, []).append(shape)
     return served
+
+
+def checked_where(config: dict, variant: registry.Variant, trials: list[dict],
+                  classes: dict) -> dict[int, tuple[list[dict], list[plan.Shape]]]:
+    """Each class's contenders (`contenders`) and the shapes it serves besides its own, where it serves any."""
+    return {size: (contenders(trials, classes, size), shapes)
+            for size, shapes in served_shapes(config, variant, [int(s) for s in classes]).items()}
 
 
 def served_points(config: dict, checked: dict[int, tuple[list[dict], list[plan.Shape]]]) -> list[Point]:
@@ -231,12 +259,10 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
     failed); a class keeps its fastest unless another's lowest share, its own size's included, is clearly higher
     (`kept_of`). So a winner that collapses at a size its class serves is refused for one that holds up there.
     Returns the classes (each with its shares, and the refused winner where there is one) and the check trials.
-    `compiled`: the tune_compile job compiled the candidates ahead, at the checks' shapes too where the variant's
-    kernels are specialised per shape (`compile_trials`)."""
+    `compiled`: the checks' kernels were compiled ahead; otherwise parallel workers compile them first."""
     if not classes:
         return classes, []
-    checked = {size: (contenders(trials, classes, size), shapes)
-               for size, shapes in served_shapes(config, variant, [int(s) for s in classes]).items()}
+    checked = checked_where(config, variant, trials, classes)
     points = served_points(config, checked)
     if not points:
         return classes, []

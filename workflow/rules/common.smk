@@ -162,6 +162,17 @@ def tune_compiled(wildcards):
     return f"results/tune/{wildcards.gpu}/{variant.family}/{variant.name}/{wildcards.mode}.compiled.json"
 
 
+def tune_timed(wildcards):
+    """A variant whose kernels are specialised per shape (TVM's), searched here, has its trials timed by a tune_trials
+    job and its serving checks' kernels compiled by a tune_check_compile job beside the GPU's jobs, before the tune job
+    checks and audits the picks: otherwise the tune job would compile them while it holds the GPU."""
+    variant = variant_of(wildcards)
+    if not variant.prepare or not tune_compiled(wildcards):
+        return {}
+    stem = f"results/tune/{wildcards.gpu}/{variant.family}/{variant.name}/{wildcards.mode}"
+    return {"timed": f"{stem}.trials.json", "checks_compiled": f"{stem}.checks.json"}
+
+
 def compile_threads(wildcards):
     """A search's compiles take all cores but the one the GPU's job needs: one such job at a time, each of its
     workers with a CUDA context of its own (on a cluster, the profile's max-threads, else one)."""

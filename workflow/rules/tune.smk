@@ -1,5 +1,6 @@
 rule tune:
     input:
+        unpack(tune_timed),
         sources=variant_sources,
         committed=committed_tuning,
         compiled=tune_compiled,
@@ -62,3 +63,48 @@ rule tune_compile:
         space=lambda w: variant_of(w).space,
     script:
         "../scripts/tune_compile.py"
+
+
+# A variant specialised per shape (tune_timed): its trials, timed on the GPU; the tune job checks and audits the picks
+# once tune_check_compile has compiled the checks' kernels beside the GPU's jobs.
+rule tune_trials:
+    input:
+        sources=variant_sources,
+        committed=committed_tuning,
+        compiled=tune_compiled,
+    output:
+        "results/tune/{gpu}/{family}/{variant}/{mode}.trials.json",
+    log:
+        "results/logs/tune_trials/{gpu}/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/tune_trials/{gpu}/{family}/{variant}/{mode}.tsv"
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=gpus_needed,
+    params:
+        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+        space=lambda w: variant_of(w).space,
+    script:
+        "../scripts/tune_trials.py"
+
+
+rule tune_check_compile:
+    input:
+        sources=variant_sources,
+        timed="results/tune/{gpu}/{family}/{variant}/{mode}.trials.json",
+    output:
+        "results/tune/{gpu}/{family}/{variant}/{mode}.checks.json",
+    log:
+        "results/logs/tune_check_compile/{gpu}/{family}/{variant}/{mode}.log",
+    benchmark:
+        "results/benchmarks/tune_check_compile/{gpu}/{family}/{variant}/{mode}.tsv"
+    conda:
+        "../../environment.yml"
+    threads: compile_threads
+    resources:
+        gpu=gpus_needed,
+    params:
+        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+    script:
+        "../scripts/tune_check_compile.py"
