@@ -14,8 +14,9 @@ def ident(params):
 
 records = {path.split("nvidia-h200/")[1][:-5]: json.load(open(path))
            for path in glob.glob("results/tune/nvidia-h200/*/*/*.json") if path.count(".") == 1}
-committed = {job: json.load(open(f"resources/tuning/nvidia-h200/{job}.json")) for job in records
-             if glob.os.path.exists(f"resources/tuning/nvidia-h200/{job}.json")}
+committed_records = {job: json.load(open(f"resources/tuning/nvidia-h200/{job}.json")) for job in records
+                     if glob.os.path.exists(f"resources/tuning/nvidia-h200/{job}.json")}
+committed = committed_records
 same = sum(c["params"] == committed[job]["classes"][size]["params"] for job in committed
            for size, c in records[job]["classes"].items() if size in committed[job]["classes"])
 comparable = sum(size in committed[job]["classes"] for job in committed for size in records[job]["classes"])
@@ -31,6 +32,10 @@ for job, size in table.index:
     if c.get("refused") and ident(c["refused"]["params"]) == ident(committed):
         why.append(f"the committed pick, refused by a serving check: {100 * c['refused']['share']:.0f}% of the "
                    f"fastest at {c['refused']['worst_shape']}")
+    elif (old := committed_records[job]["classes"][str(size)].get("refused")) and ident(old["params"]) == ident(
+            c["params"]):
+        why.append(f"this pick, refused by the committed search's check: {100 * old['share']:.0f}% at "
+                   f"{old['worst_shape']}")
     elif ident(committed) not in {ident(t["params"]) for t in records[job]["trials"] if t["size"] == size}:
         why.append("the committed pick is not among this search's candidates")
     else:
