@@ -82,7 +82,7 @@ def cmd_tuning_check(args) -> int:
     """Whether every committed tuning record still stands for the code it timed (no GPU, no compiler needed)."""
     root = Path(args.root) if args.root else records.COMMITTED
     found = records.stale(root)
-    count = len(list(root.glob("*/*/*/*.json")))
+    count = len(records.record_paths(root))
     for line in found:
         print(f"stale: {line}")
     print(f"{count - len(found)} of {count} committed tuning records stand for the current code")

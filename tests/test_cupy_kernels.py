@@ -240,7 +240,7 @@ def test_every_committed_tuning_result_matches_the_current_sources():
     cfg = configuration.validate({"tune": {"gpu": "NVIDIA H100 80GB HBM3"}})
     variants = registry.load()
     found = {}
-    for path in sorted(records.COMMITTED.glob("*/*/*/*.json")):
+    for path in records.record_paths(records.COMMITTED):
         gpu, family, name, mode = path.relative_to(records.COMMITTED).with_suffix("").parts
         variant = variants[f"{family}/{name}"]
         ran_with = json.loads(path.read_text()).get("compilers")  # the GPU node's, not this machine's

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gemmbench.tuning import records
 from tests.conftest import ROOT, tree_copy
 
-COMMITTED = len(list((ROOT / "resources" / "tuning").glob("*/*/*/*.json")))
+COMMITTED = len(records.record_paths(ROOT / "resources" / "tuning"))
 SPLIT_BARRIERS = len(list((ROOT / "resources" / "tuning").glob("*/cupy/13_split_barriers/*.json")))  # one per GPU model
 
 
@@ -36,6 +37,21 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def test_every_committed_record_stands_for_the_current_code():
     assert check(ROOT) == (COMMITTED, [])
+
+
+def test_a_results_folder_copied_whole_into_the_committed_ones_is_read_as_its_records_only(tmp_path):
+    """README: to share a GPU's results, copy results/tune/<gpu>/ to resources/tuning/<gpu>/. The files the tune
+    stage's jobs hand each other lie beside each record there; they are neither records nor stale ones."""
+    source = ROOT / "resources/tuning/nvidia-h200/cupy/13_split_barriers/fp32.json"
+    folder = tmp_path / "some-gpu" / "cupy" / "13_split_barriers"
+    folder.mkdir(parents=True)
+    record = folder / "fp32.json"
+    record.write_text(source.read_text())
+    (folder / "fp32.picked.json").write_text(source.read_text())
+    (folder / "fp32.compiled.json").write_text('{"trials": 0}')
+    (folder / "fp32.trials.json").write_text('{"key": "k", "trials": []}')
+    (folder / "fp32.checks.json").write_text('{"checks": 0}')
+    assert records.record_paths(tmp_path) == [record] and records.stale(tmp_path) == []
 
 
 def test_the_code_key_leaves_out_what_one_python_version_adds_to_a_syntax_tree():

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from gemmbench.tuning import records
+
 CPU_STAGES = ("tune_compile", "tune_check_compile", "tune_code", "build", "aggregate", "plot")  # beside, or after
 # A search's jobs on the GPU, and its compiles beside them (tune_trials and tune_check_compile: a variant compiled
 # per shape)
@@ -96,9 +98,8 @@ def of_run(summary: pd.DataFrame, validation: pd.DataFrame, results: Path) -> di
 
 def tune_results(tuned: Path):
     """(job, record) of each tune result under `tuned` (results/tune/): its job name, e.g. h100/cupy/a/fp32."""
-    for path in sorted(Path(tuned).glob("*/*/*/*.json")):
-        if path.name.count(".") == 1:  # not what a tune_compile or tune job wrote for the next job (x.compiled.json)
-            yield str(path.relative_to(tuned).with_suffix("")), json.loads(path.read_text())
+    for path in records.record_paths(tuned):
+        yield str(path.relative_to(tuned).with_suffix("")), json.loads(path.read_text())
 
 
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:

@@ -46,10 +46,8 @@ def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
     if variant.tuner:
         record = search.own_search(config, variant, mode, gpu, settings, expected, committed, stem(out))
     else:
-        ahead = compiled_path(out)
         record = search.search(config, variant, mode, gpu, settings, expected, committed,
-                               compiled=ahead.exists() and "trials" in read_json(ahead),
-                               timed=timed_trials(timed, expected))
+                               compiled=compiled_ahead(out), timed=timed_trials(timed, expected))
     write_json(out, record)
     return record
 
@@ -71,9 +69,8 @@ def trials(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     checks and audits the picks."""
     variant = variant_of(config, key)
     settings = records.settings(config["tune"], variant)
-    ahead = compiled_path(out)
     timed = search.time_trials(config, variant, mode, gpu, settings, records.committed_path(gpu, variant, mode),
-                               compiled=ahead.exists() and "trials" in read_json(ahead))
+                               compiled=compiled_ahead(out))
     done = {"key": records.key(variant, mode, settings), "trials": timed}
     write_json(out, done)
     return done
@@ -104,6 +101,12 @@ def stem(out) -> Path:
 def compiled_path(out) -> Path:
     """Where the tune_compile job says what it compiled for the tune job whose result is `out`."""
     return stem(out).with_suffix(".compiled.json")
+
+
+def compiled_ahead(out) -> bool:
+    """Whether the tune_compile job compiled the trials of the search whose job writes `out`."""
+    ahead = compiled_path(out)
+    return ahead.exists() and "trials" in read_json(ahead)
 
 
 def compile_ahead(config: dict, key: str, mode: str, gpu: str, out) -> dict:

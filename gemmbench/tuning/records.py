@@ -135,11 +135,18 @@ def committed(tune: dict, variant: registry.Variant, mode: str, gpu: str,
     return path, record
 
 
+def record_paths(root: Path) -> list[Path]:
+    """The tuning records under `root` (<gpu>/<family>/<variant>/<mode>.json), less the files the tune stage's jobs
+    hand each other beside them (<mode>.compiled.json, .trials.json, .checks.json, .picked.json): a results/tune/<gpu>/
+    folder copied whole to commit its records holds those too."""
+    return sorted(path for path in Path(root).glob("*/*/*/*.json") if path.name.count(".") == 1)
+
+
 def _records(root: Path):
     """Each committed record under `root` (<gpu>/<family>/<variant>/<mode>.json): its name, path, contents, variant
     (None if none is registered) and the key it would have now, with its own settings and compilers."""
     known = registry.load()
-    for path in sorted(root.glob("*/*/*/*.json")):
+    for path in record_paths(root):
         record = json.loads(path.read_text())
         variant = known.get(record.get("variant"))
         now = variant and key(variant, record["mode"], record["settings"], record.get("compilers", {}))
