@@ -62,13 +62,14 @@ def cpu_config() -> dict:
 
 
 def planned_jobs(output: str) -> list[dict]:
-    """(rule, wildcards, resources) of every job a dry run prints."""
+    """(rule, wildcards, resources, priority) of every job a dry run prints."""
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
         rule = re.match(r"(?:local)?rule (\w+):", block)
         resources = re.search(r"resources: (.*)", block)
         if rule and resources:
-            wildcards = re.search(r"wildcards: (.*)", block)
+            wildcards, priority = re.search(r"wildcards: (.*)", block), re.search(r"priority: (\d+)", block)
             jobs.append({"rule": rule.group(1), "wildcards": wildcards.group(1) if wildcards else "",
+                         "priority": int(priority.group(1)) if priority else 0,
                          **dict(item.split("=", 1) for item in resources.group(1).split(", "))})
     return jobs

@@ -201,6 +201,30 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
         assert trial["validate_s"] > 0 and trial["measure_s"] >= trial["kernel_s"] + trial["check_s"] > 0
 
 
+@pytest.mark.parametrize("stop_behind", [0, 1.25])
+def test_a_trial_clearly_behind_the_fastest_at_its_shape_stops_after_its_first_samples(tmp_path, cpu_config,
+                                                                                        stop_behind):
+    """The defaults (no delay) are timed first; a candidate 20 ms slower per call stops after its first samples,
+    its row says so, and the pick is as it was. With stop_behind 0 every trial samples in full, as committed
+    searches did; only a search that stops keys its record with it."""
+    from gemmbench.measure import timing
+
+    cpu_config.update(variant_modules=["tests.planted"], params={"cpu/planted-tunable": {"delay_ms": 0}},
+                      tune={"trials": 3, "size_classes": [32], "stop_behind": stop_behind},
+                      cache_dir=str(tmp_path / "cache"))
+    record = tune.run(configuration.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu",
+                      tmp_path / "tune.json")
+    trials = {t["params"]["delay_ms"]: t for t in record["trials"]}
+    assert trials[0]["status"] == trials[20]["status"] == "ok" and trials[0]["stopped_by"] != "behind"
+    if stop_behind:
+        assert trials[20]["stopped_by"] == "behind" and "stopped behind" in trials[20]["message"]
+        assert trials[20]["message"].startswith(f"{timing.BEHIND_SAMPLES} samples")
+    else:
+        assert trials[20]["stopped_by"] != "behind"
+    assert record["classes"]["32"]["params"] == {"delay_ms": 0}
+    assert record["settings"].get("stop_behind", 0) == stop_behind
+
+
 def test_a_pick_that_fails_its_audit_fails_as_a_trial_and_its_class_picks_again(tmp_path, cpu_config, monkeypatch):
     """A trial has no audit (only a pick's time is used): a fault that fires once in a few dozen launches shows in
     the pick's. Here the audit of the fastest fails: it is a failed trial, and the class keeps the next."""
@@ -301,7 +325,7 @@ def test_a_variant_compiled_per_shape_has_its_checks_kernels_compiled_between_it
         compiled.extend((p.size_class, tuple(p.sizes.values()), p.params["delay_ms"]) for p in points)
         return 1, [None] * len(points)
 
-    def measure_trials(config, variant, mode, points, describe, compiled=False):
+    def measure_trials(config, variant, mode, points, describe, compiled=False, stop_behind=0.0):
         timed_points.extend((p.stage, p.size_class, tuple(p.sizes.values()), compiled) for p in points)
         return [{"status": "ok", "median_s": 1.0 + p.params["delay_ms"], "tflops": 1.0} for p in points]
 

@@ -148,7 +148,7 @@ def test_the_metaschedule_variant_runs_only_with_a_tuning_budget_or_a_committed_
 def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_only_times_them(tmp_path):
     """On a GPU model with no records, each generic search's candidates are compiled by a job of their own that asks
     for no GPU (as builds), and its tune job waits for it; MetaSchedule's search (rounds) and a committed record
-    plan none."""
+    plan none. The compiles the GPU's searches wait for go before the jobs that feed only measure jobs."""
     result = snakemake(tmp_path, "-n", "--cores", "8", "--config", "device=cuda", "tune={gpu: A GPU nobody tuned for}")
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = planned_jobs(result.stdout + result.stderr)
@@ -167,6 +167,10 @@ def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_
         assert {job["gpu"] for job in planned} == {gpu}
     assert "tvm/02_d2l_vectorized" in per_shape and "results/tune/a-gpu-nobody-tuned-for/tvm/02_d2l_vectorized/" \
         "fp32.checks.json" in result.stdout
+    priority = {rule: {job["priority"] for job in jobs if job["rule"] == rule}
+                for rule in ("tune_compile", "tune_check_compile", "build", "tune_code")}
+    assert min(priority["tune_compile"] | priority["tune_check_compile"]) > \
+        max(priority["build"] | priority["tune_code"])
     result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100 80GB HBM3}")
     out = result.stdout + result.stderr
     assert result.returncode == 0 and "rule tune_compile" not in out and "rule tune_trials" not in out

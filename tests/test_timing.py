@@ -39,6 +39,27 @@ def test_sampler_keeps_sampling_noisy_points_until_max_samples():
     assert summary["median_s"] == pytest.approx(float(np.median(s.device_s)))
 
 
+def test_a_trial_clearly_behind_stops_after_its_first_samples_but_not_on_one_slow_sample_or_an_unbatched_one():
+    """Its fastest sample over behind_s after BEHIND_SAMPLES: it cannot be the pick. One sample under it (a dip met
+    the others) goes on; so does a kernel short enough to be timed in batches, whose one-launch samples also time
+    the gap beside the launch."""
+    def sampler(**kwargs):
+        return timing.Sampler(min_samples=5, max_samples=50, rel_precision=1e-9, budget_s=60, behind_s=1.25,
+                              **kwargs)
+
+    behind = sampler()
+    for _ in range(timing.BEHIND_SAMPLES - 1):
+        behind.add(2.0)
+        assert not behind.done
+    behind.add(2.0)
+    assert behind.stopped_by == "behind" and not behind.converged and not behind.summary()["thin_median"]
+    near, unbatched = sampler(), sampler(short_s=5.0)
+    for sample in (2.0, 2.0, 1.2):
+        near.add(sample)
+        unbatched.add(2.0)
+    assert not near.done and unbatched.stopped_by != "behind"
+
+
 def test_sampler_stops_at_the_budget_after_min_samples():
     s = timing.Sampler(min_samples=3, max_samples=1000, rel_precision=1e-9, budget_s=0.0)
     s.add(1.0)

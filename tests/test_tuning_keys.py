@@ -260,3 +260,14 @@ def test_a_record_whose_digests_another_host_took_is_migrated_since_a_revision_i
     said_now = said("--since", "HEAD")
     assert "13_split_barriers/fp32.json: stale: it did not stand at HEAD, or its winners' code changed" in said_now
     assert check(tree)[0] == COMMITTED - SPLIT_BARRIERS
+
+
+def test_a_search_that_stopped_no_trial_behind_stands_for_one_that_does_and_not_the_other_way():
+    """Stopping a trial clearly behind (tune.stop_behind) leaves every pick as it was: a committed search that
+    stopped none, or only further behind, stands for one that stops sooner; its trials are kept by a deeper one."""
+    full = {"trials": 32, "seed": 0, "sizes": [1024, 4096], "timing": {"min_samples": 5}, "narrow_to": 6}
+    stopping = {**full, "stop_behind": 1.25}
+    assert records.covers(full, stopping) and records.covers({**full, "stop_behind": 2.0}, stopping)
+    assert not records.covers(stopping, full) and not records.covers(stopping, {**full, "stop_behind": 2.0})
+    assert records.alike(full, stopping) and records.stopped_no_sooner(full, {**stopping, "trials": 64})
+    assert not records.stopped_no_sooner(stopping, full)

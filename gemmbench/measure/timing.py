@@ -37,7 +37,10 @@ class Sampler:
     about once a second (reports/examples/h200-power-cap), which moves the median of a window much shorter than
     that by several percent: while `slowed()` says the device is held down by power or heat, neither precision nor
     max_samples ends the sampling before it spans capped_span_s of wall time (the budget still does).
-    `converged` says only whether the precision target was met; `stopped_by` says what ended the sampling.
+    A search's trial stops after BEHIND_SAMPLES where even its fastest sample is over `behind_s` (a multiple of the
+    fastest median timed at its shape so far): it cannot be the pick, and the rest of its samples would only pin how
+    far behind it is. `converged` says only whether the precision target was met; `stopped_by` says what ended the
+    sampling.
     """
 
     min_samples: int
@@ -49,6 +52,7 @@ class Sampler:
     short_s: float = 0.0  # a median under this after min_samples ends it ("short": batched samples time it instead)
     capped_span_s: float = 0.0
     slowed: Callable[[], bool] | None = None  # whether the device is held down by power or heat now
+    behind_s: float = 0.0  # a trial's fastest sample over this after BEHIND_SAMPLES ends it ("behind"); 0: never
     device_s: list = field(default_factory=list)
     started: float = field(default_factory=lambda: time.perf_counter())
 
@@ -69,9 +73,12 @@ class Sampler:
 
     @property
     def stopped_by(self) -> str | None:
-        """What ends the sampling now: "precision" (stable for min_time_s), "short" (a median under short_s),
-        "max_samples", "budget", or None."""
+        """What ends the sampling now: "behind" (see the class), "precision" (stable for min_time_s), "short" (a
+        median under short_s), "max_samples", "budget", or None."""
         n = len(self.device_s)
+        # a sample under short_s times the launch's gap beside it (sample_batched): not yet a fair comparison
+        if self.behind_s and n >= BEHIND_SAMPLES and min(self.device_s) > max(self.behind_s, self.short_s):
+            return "behind"
         if self.short_s and n >= self.min_samples and np.median(self.device_s) < self.short_s:
             return "short"
         if not self.spanning_a_cap:
@@ -98,7 +105,7 @@ class Sampler:
             "median_ci_rel": median_ci_rel(device, self.resolution_s),
             "converged": self.converged,
             "stopped_by": self.stopped_by or "budget",
-            "thin_median": len(device) < self.min_samples,  # cut short by the budget
+            "thin_median": len(device) < self.min_samples and self.stopped_by != "behind",  # cut short by the budget
         }
 
 
@@ -170,18 +177,22 @@ def settle(backend, run, before=None, host_s: float | None = None, spans_caps: b
         previous = clocks["sm_clock_mean_mhz"]
 
 
-def _sampler(timing: dict, resolution_s: float, slowed=None) -> Sampler:
+BEHIND_SAMPLES = 3  # a trial's samples before it may stop behind: its fastest of them, not one that met a dip
+
+
+def _sampler(timing: dict, resolution_s: float, slowed=None, behind_s: float = 0.0) -> Sampler:
     return Sampler(timing["min_samples"], timing["max_samples"], timing["rel_precision"], timing["budget_s"],
                    timing["min_time_s"], resolution_s, capped_span_s=timing.get("capped_span_s", 0.0),
-                   slowed=slowed)
+                   slowed=slowed, behind_s=behind_s)
 
 
 def sample(backend, run, timing: dict, cache: str, before=None, after=None, short_s: float = 0.0,
-           sampler: Sampler | None = None, slowed=None) -> Sampler:
+           sampler: Sampler | None = None, slowed=None, behind_s: float = 0.0) -> Sampler:
     """Device time per call (launch overhead excluded) until the median is stable; `before()` and `after()`, if
     given, are called around each sample, outside the timed region. `short_s`: stop after min_samples where the
-    median is under it (sample_batched times such a kernel). `sampler`: one to go on with. `slowed`: see Sampler."""
-    sampler = sampler or _sampler(timing, backend.TIMER_RESOLUTION_S, slowed)
+    median is under it (sample_batched times such a kernel). `sampler`: one to go on with. `slowed`, `behind_s`: see
+    Sampler."""
+    sampler = sampler or _sampler(timing, backend.TIMER_RESOLUTION_S, slowed, behind_s)
     sampler.short_s = short_s
     while not sampler.done:
         if before:
@@ -202,7 +213,7 @@ def short_s(backend, cache: str) -> float:
 
 
 def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepare,
-                   slowed=None) -> tuple[int, Sampler | None]:
+                   slowed=None, behind_s: float = 0.0) -> tuple[int, Sampler | None]:
     """For a kernel shorter than BATCH_TARGET_S, per-launch times from samples of several launches queued between
     one pair of events (enough to span BATCH_TARGET_S): one launch per event pair also times the gap the events and
     the launch leave on the device. `prepare(launches)` gives (launches it can hold, the launch to repeat, and the
@@ -215,7 +226,7 @@ def sample_batched(backend, per_launch_s: float, timing: dict, cache: str, prepa
     launches, run, before, after = prepare(launches)
     if launches <= 1:
         return 1, None
-    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches, slowed)
+    sampler = _sampler(timing, backend.TIMER_RESOLUTION_S / launches, slowed, behind_s)
     while not sampler.done:
         before()
         sampler.add(backend.device_time(run, launches) / launches)

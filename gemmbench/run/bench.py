@@ -17,15 +17,17 @@ from gemmbench.run.task import Point, Task
 
 
 def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict | None = None,
-              trial: bool = False) -> dict:
+              tuning: str = "", behind_s: float = 0.0) -> dict:
     """Warm-up, then samples of the device time per call, each accounted for (ledger.Ledger: fresh inputs and a
     poisoned output before every sample, Freivalds' test after it, drawn samples compared in full with the fp64
     reference of their inputs; the process watched for hooks and threads meanwhile), and every reported time gated by
     what the device can do (`device`: its facts). A failure means the timed region did not hold the work (a kernel
     that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
-    or for another stream). `trial`: a search's candidate, among others timed back to back at its shape: it settles
-    the clocks only where none of them has in this stretch of device work, and has no audit (the search audits the
-    candidates it picks; the rest are only compared with them)."""
+    or for another stream). `tuning`: "trial" for a search's candidate, "pick" for the candidate it picked. Both are
+    timed back to back with others at their shape and settle the clocks only where none of them has in this stretch
+    of device work (a pick's time is the trial's). A trial has neither the look for work outside the harness's
+    stream nor the audit after its samples, and stops behind (`behind_s`, timing.Sampler): the search gives its
+    picks both, and a pick that fails them fails as a trial; the rest are only compared with them."""
     params, built = chosen
     operands, out, buffer, workload = operands_of(variant, backend, point, task.mode)
     k = workload.reduction(point.sizes)
@@ -39,14 +41,14 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         with backend.watch() as warming:
             host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"],
                                     timing.LOAD.begin)
-        outside = backend.runs_outside_stream(run, ledger.out)
+        outside = backend.runs_outside_stream(run, ledger.out) if tuning != "trial" else None
         if outside:
             return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
                     "params": json.dumps(params)}
         host_median_s = float(np.median(host_s[1:] or host_s))
         settle_s = timing.settle(backend, run, warming, host_median_s,
                                  spans_caps=task.timing.get("capped_span_s", 0.0) > 0) \
-            if not trial or timing.LOAD.first_at(point.sizes) else 0.0
+            if not tuning or timing.LOAD.first_at(point.sizes) else 0.0
         before = backend.telemetry()
         sampling = time.perf_counter()
 
@@ -59,15 +61,15 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
             short_s = timing.short_s(backend, task.cache)
             slowed = lambda: window.slowed  # noqa: E731
             single = timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, short_s,
-                                   slowed=slowed)
+                                   slowed=slowed, behind_s=behind_s)
             launches, batched = timing.sample_batched(backend, single.summary()["median_s"], task.timing, task.cache,
-                                                      batches, slowed)
+                                                      batches, slowed, behind_s)
             if single.stopped_by == "short" and not batched:  # no room to batch: one-launch samples time it
                 timing.sample(backend, run, task.timing, task.cache, ledger.before, ledger.after, sampler=single)
             sampled_s = time.perf_counter() - sampling
             kernel_s = sum(single.device_s) + (sum(batched.device_s) * launches if batched else 0)
             checking_start = time.perf_counter()
-            audited = 0 if trial else _audit(backend, run, ledger, sampled_s)
+            audited = 0 if tuning == "trial" else _audit(backend, run, ledger, sampled_s)
         after, clocks = backend.telemetry(), window.summary()
     # a kernel under BATCH_TARGET_S on a GPU is timed by its batched samples (one launch per event pair also times
     # the gap the events leave); its few one-launch samples only sized the batch. On a CPU they stand beside.
@@ -93,7 +95,10 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "status": "ok",
         "message": f"{summary['samples']} samples" + (f" of {launches} launches" if headline is batched else "")
                    + f", median ±{summary['median_ci_rel']:.2%}"
-                   + ("" if summary["converged"] else
+                   + (f", stopped behind: its fastest sample over {behind_s * 1e3:.4g} ms, "
+                      f"{task.timing['stop_behind']:g} times the fastest at its shape"
+                      if summary["stopped_by"] == "behind" else
+                      "" if summary["converged"] else
                       f", precision target not met (stopped by {summary['stopped_by']})")
                    + (", fewer than min_samples" if summary["thin_median"] else ""),
         **summary, **({"status": "failed", "message": problem} if problem else {}),

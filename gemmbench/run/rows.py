@@ -159,9 +159,10 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
             "validate_s": time.perf_counter() - start, "fp64_reference_s": reference_s}
 
 
-def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None) -> dict:
+def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None, done: dict | None = None) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly: as one of a
-    search's trials, or as its pick (Point.stage), which is audited as a measured point is."""
+    search's trials (stopped behind the fastest of those before it, `done`: see behind_s), or as its pick
+    (Point.stage), which is audited as a measured point is."""
     params = {**task.params, **point.params}
     built, compile_s = build_once(variant, task.mode, params, task.cache_dir)
     backend.synchronize()
@@ -174,10 +175,12 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     checked = validate_row(variant, (params, built), backend, task, point)
     if checked["status"] != "ok":
         return {**row, "status": checked["status"], "message": checked["message"]}
-    timed = bench_row(variant, (params, built), backend, task, point, device, trial=point.stage != "pick")
+    timed = bench_row(variant, (params, built), backend, task, point, device, "pick" if point.stage == "pick" else
+                      "trial", behind_s(task, point, done or {}))
     if timed["status"] != "ok":
         return {**row, "status": timed["status"], "message": timed["message"]}
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
+            "stopped_by": timed["stopped_by"],
             "tflops": workloads.get(variant.workload).flops(point.sizes) / timed["median_s"] / 1e12,
             "rel_error": checked["rel_error"], "throttled": timed["throttled"],
             # where the trial's seconds went, as the measure jobs' rows say it (present/time_spent.trial_parts)
@@ -185,6 +188,16 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
 
 
 TRIAL_TIMES = ("measure_s", "settle_s", "kernel_s", "sampling_overhead_s", "check_s")  # bench_row's, per trial
+
+
+def behind_s(task: Task, point: Point, done: dict) -> float:
+    """Where a trial stops sampling (timing.Sampler's behind_s): the task's `stop_behind` times the fastest median
+    of the trials timed at its shape before it (`done`: the task's rows so far, by index); 0 for a pick, the first
+    trial at a shape, or a task without it."""
+    ratio = task.timing.get("stop_behind", 0.0)
+    timed = [row["median_s"] for i, row in done.items() if row.get("status") == "ok" and row.get("median_s")
+             and task.points[i].sizes == point.sizes and task.points[i].stage == point.stage]
+    return ratio * min(timed) if ratio and timed and point.stage != "pick" else 0.0
 
 
 def compile_row(variant, task: Task, point: Point) -> dict:

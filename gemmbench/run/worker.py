@@ -115,7 +115,7 @@ def run(task: Task, start: int, done: dict, send) -> int:
             if task.kind == "compile":
                 row = rows.compile_row(variant, task, point)
             elif task.kind == "tune":
-                row = rows.tune_row(variant, backend, task, point, facts)
+                row = rows.tune_row(variant, backend, task, point, facts, done)
             elif task.kind == "profile":
                 row = rows.profile_row(variant, builds, backend, task, point)
             else:

@@ -36,11 +36,14 @@ def settings(tune: dict, variant: registry.Variant) -> dict:
     """The tune settings a variant's result depends on: the generic search's, or those of the autotuner (a
     variant's own search, such as MetaSchedule's, with its own trial budget and size classes), and the timing of
     each trial (which decides what `fastest` means); for the generic search, `narrow_to` where it narrows a class's
-    candidates to the fastest of the class below (`narrowed`; a full search's settings, as before there was
-    narrowing, have none). The record names its size classes `sizes`."""
+    candidates to the fastest of the class below (`narrowed`) and `stop_behind` where it stops a trial clearly behind
+    (a full search's settings, as before there was either, have neither). The record names its size classes
+    `sizes`."""
     own = tune["autotuner"] if variant.tuner else tune
     found = {"trials": own["trials"], "seed": tune["seed"], "sizes": own["size_classes"], "timing": tune["timing"]}
-    return {**found, "narrow_to": tune["narrow_to"]} if not variant.tuner and tune["narrow_to"] else found
+    if variant.tuner:
+        return found
+    return {**found, **{name: tune[name] for name in ("narrow_to", "stop_behind") if tune[name]}}
 
 
 def determining_files(variant: registry.Variant) -> list[str]:
@@ -339,17 +342,26 @@ def _same_kind(folder: Path, facts: dict | None) -> bool:
 
 
 def covers(ran: dict, wanted: dict) -> bool:
-    """Whether a search run with settings `ran` stands for one `wanted`: as many candidates or more, alike, and each
-    class's candidates narrowed no more (a full search, without `narrow_to`, is the widest)."""
+    """Whether a search run with settings `ran` stands for one `wanted`: as many candidates or more, alike, each
+    class's candidates narrowed no more (a full search, without `narrow_to`, is the widest), and its trials stopped
+    no sooner (`stopped_no_sooner`)."""
     ran_to, wanted_to = ran.get("narrow_to", 0), wanted.get("narrow_to", 0)
-    return ran["trials"] >= wanted["trials"] and alike(ran, wanted) and (
+    return ran["trials"] >= wanted["trials"] and alike(ran, wanted) and stopped_no_sooner(ran, wanted) and (
         not ran_to or bool(wanted_to and ran_to >= wanted_to))
+
+
+def stopped_no_sooner(ran: dict, wanted: dict) -> bool:
+    """Whether a search run with settings `ran` stopped trials behind the fastest (`stop_behind`) no sooner than one
+    `wanted` would: it never did, or only further behind. Its trials then stand for that search's."""
+    ran_at, wanted_at = ran.get("stop_behind", 0), wanted.get("stop_behind", 0)
+    return not ran_at or bool(wanted_at and ran_at >= wanted_at)
 
 
 def alike(ran: dict, wanted: dict) -> bool:
     """Whether two searches' trials are timed alike: the same seed (so the same candidates, in order), classes and
-    trial timing, whatever their number of candidates and narrowing."""
-    apart = lambda settings: {k: v for k, v in settings.items() if k not in ("trials", "narrow_to")}  # noqa: E731
+    trial timing, whatever their number of candidates, narrowing and stopping behind."""
+    apart = lambda settings: {k: v for k, v in settings.items()  # noqa: E731
+                              if k not in ("trials", "narrow_to", "stop_behind")}
     return apart(ran) == apart(wanted)
 
 

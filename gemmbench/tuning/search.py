@@ -50,8 +50,9 @@ def earlier_trials(tune: dict, variant: registry.Variant, mode: str, gpu: str) -
         return {}
     ran = json.loads(path.read_text())
     now = records.settings(tune, variant)
-    if now["trials"] < ran["settings"]["trials"] or not records.alike(now, ran["settings"]) or not records.reusable(
-            path, records.key(variant, mode, ran["settings"])):
+    if now["trials"] < ran["settings"]["trials"] or not records.alike(now, ran["settings"]) or \
+            not records.stopped_no_sooner(ran["settings"], now) or \
+            not records.reusable(path, records.key(variant, mode, ran["settings"])):
         return {}
     return {trial_id(t["size"], t["params"]): t for t in ran["trials"] if t["status"] in SETTLED}
 
@@ -130,7 +131,8 @@ def time_trials(config: dict, variant: registry.Variant, mode: str, gpu: str, se
             changed = {k: v for k, v in batch[i].params.items() if v != proposed[0].get(k)}
             return f"tune {key} n={batch[i].size_class} {changed or 'defaults'}"
 
-        rows = measure_trials(config, variant, mode, batch, describe, compiled) if batch else []
+        rows = measure_trials(config, variant, mode, batch, describe, compiled,
+                              settings.get("stop_behind", 0.0)) if batch else []
         found.update({trial_id(p.size_class, p.params): {"size": p.size_class, "params": p.params,
                                                           **{k: r.get(k) for k in TRIAL_FIELDS}}
                       for p, r in zip(batch, rows)})
@@ -305,7 +307,7 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
 
 
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled",
-                "validate_s", *TRIAL_TIMES)
+                "stopped_by", "validate_s", *TRIAL_TIMES)
 
 
 def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> Point:
@@ -315,15 +317,18 @@ def trial(config: dict, variant: registry.Variant, size: int, params: dict) -> P
 
 
 def measure_trials(config: dict, variant: registry.Variant, mode: str, points: list[Point], describe,
-                   compiled: bool = False) -> list[dict]:
+                   compiled: bool = False, stop_behind: float = 0.0) -> list[dict]:
     """Rows of tune trials: the candidates compiled first by parallel workers that share the GPU (they launch
     nothing, as builds), unless they were `compiled` ahead (compile_trials), then validated and timed one after
     another by one supervised worker, which loads what they compiled from the caches. Each trial has the tune
-    timing's watchdog: one that hangs costs that trial."""
+    timing's watchdog: one that hangs costs that trial. `stop_behind` (tune.stop_behind; 0: never): a trial this
+    many times behind the fastest timed at its shape in this batch stops sampling early (rows.behind_s)."""
     start = time.perf_counter()
     workers = compile_ahead(config, variant, mode, points)[0] if not compiled else 0
     ready = time.perf_counter()
     task = Task.of("tune", config, variant, mode, points)
+    if stop_behind:
+        task.timing = {**task.timing, "stop_behind": stop_behind}
     rows = run_task(task, task.timing["point_timeout_s"], describe)[0]
     log.info("%s %s: %d trials %s, validated and timed in %.1f s", variant.key, mode, len(points),
              f"compiled in {ready - start:.1f} s by {workers} workers" if not compiled else "compiled ahead",

@@ -42,7 +42,9 @@ rule tune_code:
 
 
 # A search's candidates compiled beside the GPU's jobs (as builds are), so that the tune job holds the GPU only to
-# validate and time them: planned only where the tune job will search.
+# validate and time them: planned only where the tune job will search. The GPU's next search waits for it, so it goes
+# before the builds and tune_code jobs ready beside it, which feed only measure jobs that can wait: a first run's GPU
+# idled while they took the cores (reports/examples/h200-first-run).
 rule tune_compile:
     input:
         sources=variant_sources,
@@ -53,6 +55,7 @@ rule tune_compile:
         "results/logs/tune_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_compile/{gpu}/{family}/{variant}/{mode}.tsv"
+    priority: 1
     conda:
         "../../environment.yml"
     threads: compile_threads
@@ -99,6 +102,7 @@ rule tune_check_compile:
         "results/logs/tune_check_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_check_compile/{gpu}/{family}/{variant}/{mode}.tsv"
+    priority: 1  # as tune_compile's: the search's tune job waits for it
     conda:
         "../../environment.yml"
     threads: compile_threads
