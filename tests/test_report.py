@@ -642,3 +642,20 @@ def test_a_ladder_row_says_what_its_rung_is_with_its_registers_and_shared_loads_
     assert rows["05_recipe"]["description"] == "the recipe as a schedule"
     assert rows["04_metaschedule"]["description"] == ""
     assert analysis.ladders(summary)[0]["rows"][0]["loads"] == "–"  # no builds table: nothing invented
+
+
+def test_a_run_whose_tune_jobs_all_searched_shows_no_reused_records(tmp_path):
+    """The tune jobs' seconds, summed by stage and by search, differ by float rounding only: no line for records
+    reused where none was."""
+    for job, seconds in {"tune/h200/cupy/a/fp32": 0.1, "tune_trials/h200/cupy/a/fp32": 0.2,
+                         "tune/h200/cupy/c/fp32": 2.3}.items():
+        path = tmp_path / "benchmarks" / f"{job}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:00\t100\n")
+    for name in ("a", "c"):
+        path = tmp_path / "tune" / "h200" / "cupy" / name / "fp32.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"variant": f"cupy/{name}", "mode": "fp32", "trials": [], "classes": {}}))
+    time = time_spent.breakdown(pd.DataFrame({"status": []}), pd.DataFrame(),
+                                time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
+    assert time_spent.REUSED not in time["cpu"] and time["gpu_path"]["tune"] == pytest.approx(2.6)

@@ -81,7 +81,7 @@ def breakdown(summary: pd.DataFrame, validation: pd.DataFrame, walls: pd.DataFra
     gpu = {"tune": searched, **measure_parts(summary, validation, float(by_stage.get("measure", 0.0))),
            "profile": float(by_stage.get("profile_variant", 0.0))}
     cpu = {stage: float(by_stage[stage]) for stage in CPU_STAGES if stage in by_stage}
-    if tune - searched > 0:
+    if round(tune - searched, 1) > 0:  # a search's jobs, summed two ways, differ by float rounding
         cpu[REUSED] = tune - searched
     return {"gpu_path": {part: seconds for part, seconds in gpu.items() if seconds > 0}, "cpu": cpu,
             "jobs": walls.groupby("stage")["wall_s"].agg(["count", "sum"]).reset_index(), "searches": found,

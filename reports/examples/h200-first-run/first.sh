@@ -11,11 +11,11 @@ s=$(date +%s.%N); python -m compileall -q -j 0 /tmp/gpu-node/site > /dev/null 2>
 echo "compileall rc=$? wall $(stamp $s) s" >> $out/walls.txt
 pip list 2>/dev/null | grep -iE "cupy|numba|tvm|snakemake |nvidia-cuda-nvrtc|numpy " > $out/versions.txt
 rm -rf /tmp/committed-h200 && cp -r resources/tuning/nvidia-h200 /tmp/committed-h200 && rm -rf resources/tuning/nvidia-h200
-s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s24/search.yaml > $out/first.log 2>&1
+s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s25/search.yaml > $out/first.log 2>&1
 echo "first rc=$? wall $(stamp $s) s" >> $out/walls.txt
 tar czf $out/first.tgz results/tables results/benchmarks results/logs results/tune reports/report.html $out/first.log 2>/dev/null
-s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s24/search.yaml > $out/nochange.log 2>&1
+s=$(date +%s.%N); python -m snakemake --cores all --configfile config/config.yaml .dev/s25/search.yaml > $out/nochange.log 2>&1
 echo "nochange rc=$? wall $(stamp $s) s" >> $out/walls.txt
-s=$(date +%s.%N); python .dev/s24/compare_picks.py /tmp/committed-h200 $out/compare.csv > $out/compare.log 2>&1
+s=$(date +%s.%N); python .dev/s25/compare_picks.py /tmp/committed-h200 $out/compare.csv > $out/compare.log 2>&1
 echo "compare rc=$? wall $(stamp $s) s" >> $out/walls.txt
 echo finished >> $out/walls.txt

@@ -1,9 +1,18 @@
-"""Where each tune job's seconds went: its wall (Snakemake's benchmark file) against the seconds its record's rows
-account for (trials, serving checks, audits of the picks; settling is inside each row's measure_s)."""
+"""Run in the first run's folder (its results/). Where each search's GPU seconds went: the wall of its GPU jobs
+(Snakemake's benchmark files: tune, and tune_trials for a TVM search) against the seconds its record's rows account
+for (trials, serving checks, audits of the picks; settling is inside each row's measure_s), and how many of its
+trials stopped behind (tune.stop_behind)."""
 import glob
 import json
+from pathlib import Path
 
 import pandas as pd
+
+
+def wall(stage, job):
+    path = Path(f"results/benchmarks/{stage}/nvidia-h200/{job}.tsv")
+    return pd.read_csv(path, sep="\t").s.iloc[-1] if path.exists() else 0.0
+
 
 rows = []
 for path in sorted(glob.glob("results/tune/nvidia-h200/*/*/*.json")):
@@ -11,14 +20,15 @@ for path in sorted(glob.glob("results/tune/nvidia-h200/*/*/*.json")):
         continue
     job = path.split("nvidia-h200/")[1][:-5]
     record = json.load(open(path))
-    wall = pd.read_csv(f"results/benchmarks/tune/nvidia-h200/{job}.tsv", sep="\t").s.iloc[-1]
     parts = {name: record.get(name, []) for name in ("trials", "checks", "audits")}
-    row = {"job": job, "wall_s": wall, **{name: len(part) for name, part in parts.items()}}
+    row = {"job": job, "wall_s": wall("tune", job) + wall("tune_trials", job),
+           **{name: len(part) for name, part in parts.items()},
+           "behind": sum(t.get("stopped_by") == "behind" for t in parts["trials"])}
     for name, part in parts.items():
         row[f"{name[:-1]}_s"] = sum((t.get("measure_s") or 0) + (t.get("validate_s") or 0) for t in part)
     row["settle_s"] = sum(t.get("settle_s") or 0 for part in parts.values() for t in part)
     row["kernel_s"] = sum(t.get("kernel_s") or 0 for part in parts.values() for t in part)
-    row["rest_s"] = wall - row["trial_s"] - row["check_s"] - row["audit_s"]
+    row["rest_s"] = row["wall_s"] - row["trial_s"] - row["check_s"] - row["audit_s"]
     rows.append(row)
 table = pd.DataFrame(rows).round(1)
 print(table.to_string(index=False))
