@@ -547,7 +547,8 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
     validation = pd.DataFrame({"validate_s": [6.0, 4.0], "fp64_reference_s": [3.0, 1.0], "load_s": [1.5, 0.0]})
     timed = {"status": "ok", "validate_s": 0.25, "measure_s": 0.5, "kernel_s": 0.125, "sampling_overhead_s": 0.125,
              "check_s": 0.125, "settle_s": 0.0}
-    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [timed, timed, {"status": "rejected"}],
+    searched = {"variant": "cupy/a", "mode": "fp32", "trials": [timed, {**timed, "stopped_by": "behind"},
+                                                                {"status": "rejected"}],
                 "checks": [{"status": "ok"}] * 3 + [timed],
                 "classes": {"4096": {"params": {"G": 8}},
                             "8192": {"params": {"G": 8}, "refused": {"params": {"G": 16}, "share": 0.714,
@@ -558,7 +559,7 @@ def test_the_time_a_run_spent_is_broken_down_from_its_jobs_and_rows(tmp_path):
         path.write_text(json.dumps(record))
     (tmp_path / "tune/h100/cupy/a/fp32.compiled.json").write_text("{}")
     time = time_spent.breakdown(summary, validation, time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
-    assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "checks": 4,
+    assert time["searches"] == [{"variant": "cupy/a", "mode": "fp32", "trials": 3, "ok": 2, "behind": 1, "checks": 4,
                                  "refused": 'class 8192: {"G": 16} at 16384x16384x16384 ran at 71% of {"G": 8}',
                                  "compile_s": 5.0, "gpu_s": 7.0, "code_s": 1.5,
                                  "parts": {"validation": 0.75, "kernel": 0.375, "accounting": 0.375, "checks": 0.375,

@@ -115,7 +115,7 @@ def time_view(time: dict | None) -> dict | None:
             "cpu": [{"stage": stage, "seconds": f"{seconds:.1f}"} for stage, seconds in time["cpu"].items()],
             "jobs": [{"stage": r.stage, "count": int(r["count"]), "seconds": f"{r['sum']:.1f}"}
                      for _, r in jobs.iterrows()],
-            "searches": [{**found, "ok": "" if found["ok"] is None else found["ok"],
+            "searches": [{**found, **{key: "" if found[key] is None else found[key] for key in ("ok", "behind")},
                           **{key: "–" if found[key] is None else f"{found[key]:.1f}"
                              for key in ("compile_s", "gpu_s", "code_s")},
                           "parts": _search_parts(found)}

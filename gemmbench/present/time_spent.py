@@ -104,9 +104,9 @@ def tune_results(tuned: Path):
 
 def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
     """Each search this run made (a tune result under `tuned`, results/tune/, that reuses no committed or transferred
-    record): its variant and mode, its trials and their outcomes, and the seconds of its jobs (compiling ahead
-    beside the GPU's jobs, the tune job that validated and timed them on the GPU, and the tune_code job beside that
-    made the record)."""
+    record): its variant and mode, its trials and their outcomes (validated, stopped behind), and the seconds of its
+    jobs (compiling ahead beside the GPU's jobs, the tune job that validated and timed them on the GPU, and the
+    tune_code job beside that made the record)."""
     seconds = dict(zip(walls["job"], walls["wall_s"]))
     found = []
     for job, record in tune_results(tuned):
@@ -117,6 +117,7 @@ def searches(walls: pd.DataFrame, tuned: Path) -> list[dict]:
         found.append({"variant": record.get("variant", job), "mode": record.get("mode", ""),
                       "trials": len(trials) or own,
                       "ok": sum(1 for t in trials if t.get("status") == "ok") if trials else None,
+                      "behind": sum(1 for t in trials if t.get("stopped_by") == "behind") if trials else None,
                       "checks": len(record.get("checks", [])), "refused": refused(record),
                       "compile_s": summed(seconds, TUNE_CPU_STAGES, job),
                       "gpu_s": summed(seconds, TUNE_GPU_STAGES, job), "code_s": seconds.get(f"tune_code/{job}"),
