@@ -175,8 +175,8 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     checked = validate_row(variant, (params, built), backend, task, point)
     if checked["status"] != "ok":
         return {**row, "status": checked["status"], "message": checked["message"]}
-    timed = bench_row(variant, (params, built), backend, task, point, device, "pick" if point.stage == "pick" else
-                      "trial", behind_s(task, point, done or {}))
+    tuning = "pick" if point.stage == "pick" else "trial"
+    timed = bench_row(variant, (params, built), backend, task, point, device, tuning, behind_s(task, point, done or {}))
     if timed["status"] != "ok":
         return {**row, "status": timed["status"], "message": timed["message"]}
     return {**row, "status": "ok", "message": timed["message"], "median_s": timed["median_s"],
