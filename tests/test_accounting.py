@@ -140,6 +140,24 @@ def test_fresh_content_is_new_every_sample_and_the_drawn_samples_are_made_again_
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("held", [0, 2])
+def test_a_ledger_draws_as_many_samples_for_a_full_comparison_as_it_is_told(held):
+    """A point's ledger draws HELD samples; a search's trial's draws none (its pick's audit does), and its samples'
+    Freivalds tests still see a kept product."""
+    cpu = devices.Backend()
+    ledger = Ledger(cpu, cpu.inputs([(8, 4), (4, 6)], 1), *cpu.poisoned_output((8, 6)), seed=1, held=held)
+    kept = None
+    for sample in range(4):
+        ledger.before()
+        np.matmul(*ledger.operands, out=ledger.out)
+        if sample == 3:
+            ledger.out[:] = kept  # the first sample's product, kept
+        kept = ledger.out.copy() if kept is None else kept
+        ledger.after()
+    assert len(list(ledger.held_outputs())) == held
+    assert NOT_THE_PRODUCT in ledger.problem("fp32", 4)
+
+
 def test_an_honest_fp32_product_is_within_a_quarter_of_the_bound_and_the_bound_follows_the_mode(cpu_config):
     """On inputs with rows and columns scaled over 2^±12, at every shape of the CPU default and the test config,
     NumPy's fp32 product errs by at most a quarter of the fp32 bound; TF32-rounded inputs and BF16 pieces do not

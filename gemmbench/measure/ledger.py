@@ -51,10 +51,11 @@ def _written_later(flat) -> bool:
 class Ledger:
     """The inputs and outputs of a point's timed launches, and what each sample left (see the module's docstring).
     `guard`, once set (when sampling starts), says after each sample what changed in the process while it was timed
-    (measure/guard.py)."""
+    (measure/guard.py). `held`: the samples drawn for a full comparison (a search's trial draws none: only its
+    pick's time is used, and the pick's audit draws them; each costs an fp64 product of the point's shape)."""
 
-    def __init__(self, backend, operands: list, out, buffer, seed: int):
-        self.backend, self.xp, self.guard = backend, backend.xp, None
+    def __init__(self, backend, operands: list, out, buffer, seed: int, held: int = HELD):
+        self.backend, self.xp, self.guard, self.keep = backend, backend.xp, None, held
         self.main = backend.sets([operands], [out], [buffer])  # one-launch samples
         self.batched = None  # batched samples' sets (devices.Sets), once `batch` made them
         self.draws = random.Random(seed ^ random.SystemRandom().getrandbits(64))
@@ -135,10 +136,10 @@ class Ledger:
         sets.project(self.residuals[self.launches:need])
         self.launches = need
         self.samples += 1
-        # reservoir sampling: each sample so far is held with the same chance, HELD / samples
+        # reservoir sampling: each sample so far is held with the same chance, keep / samples
         chosen = self.draws.randrange(len(sets))
-        slot = len(self.held) if len(self.held) < HELD else self.draws.randrange(self.samples)
-        if slot < HELD:
+        slot = len(self.held) if len(self.held) < self.keep else self.draws.randrange(self.samples)
+        if slot < self.keep:
             self.held[slot:slot + 1] = [(self.samples, sets.keys(chosen), sets.outs[chosen].copy())]
 
     # afterwards

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from gemmbench.measure import checking, guard, timing
-from gemmbench.measure.ledger import Ledger
+from gemmbench.measure.ledger import HELD, Ledger
 from gemmbench.run import gpus
 from gemmbench.run.operands import compare, operands_of, reference
 from gemmbench.run.task import Point, Task
@@ -25,13 +25,14 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     that skips work once warm, keeps results by address or content, races now and then, or leaves work for later
     or for another stream). `tuning`: "trial" for a search's candidate, "pick" for the candidate it picked. Both are
     timed back to back with others at their shape and settle the clocks only where none of them has in this stretch
-    of device work (a pick's time is the trial's). A trial has neither the look for work outside the harness's
-    stream nor the audit after its samples, and stops behind (`behind_s`, timing.Sampler): the search gives its
-    picks both, and a pick that fails them fails as a trial; the rest are only compared with them."""
+    of device work (a pick's time is the trial's). A trial has no look for work outside the harness's stream, no
+    drawn samples compared in full with their fp64 products (its samples' Freivalds tests stay) and no audit after
+    its samples, and it stops behind (`behind_s`, timing.Sampler): the search gives its picks all three, and a pick
+    that fails them fails as a trial; the rest are only compared with them."""
     params, built = chosen
     operands, out, buffer, workload = operands_of(variant, backend, point, task.mode)
     k = workload.reduction(point.sizes)
-    ledger = Ledger(backend, operands, out, buffer, point.seed)
+    ledger = Ledger(backend, operands, out, buffer, point.seed, held=0 if tuning == "trial" else HELD)
     run_on = lambda operands, out: variant.run(built.artifact, *operands, out, backend.stream)  # noqa: E731
     run = lambda: run_on(ledger.operands, ledger.out)  # noqa: E731
     # no CUDA context made or destroyed on this GPU meanwhile (a build's worker beside this job): see gpus.quiet
