@@ -10,6 +10,7 @@ import numpy as np
 
 AUDIT_LAUNCHES = 64  # launches each point tests at least, after its sampling, where the time allows
 AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
+BEHIND_SAMPLES = 3  # a trial's samples before it may stop behind: its fastest of them, not one that met a dip
 
 
 def median_ci_rel(samples, resolution_s: float = 0.0) -> float:
@@ -175,9 +176,6 @@ def settle(backend, run, before=None, host_s: float | None = None, spans_caps: b
                 previous and abs(clocks["sm_clock_mean_mhz"] - previous) <= SETTLE_CLOCK_REL * previous):
             return spent
         previous = clocks["sm_clock_mean_mhz"]
-
-
-BEHIND_SAMPLES = 3  # a trial's samples before it may stop behind: its fastest of them, not one that met a dip
 
 
 def _sampler(timing: dict, resolution_s: float, slowed=None, behind_s: float = 0.0) -> Sampler:

@@ -95,13 +95,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     return {
         "status": "ok",
         "message": f"{summary['samples']} samples" + (f" of {launches} launches" if headline is batched else "")
-                   + f", median ±{summary['median_ci_rel']:.2%}"
-                   + (f", stopped behind: its fastest sample over {behind_s * 1e3:.4g} ms, "
-                      f"{task.timing['stop_behind']:g} times the fastest at its shape"
-                      if summary["stopped_by"] == "behind" else
-                      "" if summary["converged"] else
-                      f", precision target not met (stopped by {summary['stopped_by']})")
-                   + (", fewer than min_samples" if summary["thin_median"] else ""),
+                   + f", median ±{summary['median_ci_rel']:.2%}" + _how_it_ended(summary, task, behind_s),
         **summary, **({"status": "failed", "message": problem} if problem else {}),
         "timing_gate": gate,
         "sm_clock_mhz": before.get("sm_clock_mhz"), "sm_clock_mhz_after": after.get("sm_clock_mhz"),
@@ -127,6 +121,15 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "warmup_host_s": _kept(host_s), "params": json.dumps(params),
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _how_it_ended(summary: dict, task: Task, behind_s: float) -> str:
+    """What a row's message says of how its sampling ended, where that was not its precision target met."""
+    if summary["stopped_by"] == "behind":
+        return (f", stopped behind: its fastest sample over {behind_s * 1e3:.4g} ms, "
+                f"{task.timing['stop_behind']:g} times the fastest at its shape")
+    ended = "" if summary["converged"] else f", precision target not met (stopped by {summary['stopped_by']})"
+    return ended + (", fewer than min_samples" if summary["thin_median"] else "")
 
 
 HOST_KEPT = 200  # warm-up host times a row keeps: a short kernel's warm-up launches it tens of thousands of times
