@@ -65,18 +65,22 @@ class _CpuHost:
         return next(self.calls_s)
 
 
-@pytest.mark.parametrize("again_s, fails", [(0.010, True), (0.001, False)])
-def test_a_cpu_point_whose_host_calls_stay_slow_after_its_samples_fails(again_s, fails):
-    """Work outside the timed region keeps the host's calls slow when they are timed again after the samples; a
-    warm-up slowed by a busy host does not."""
+@pytest.mark.parametrize("sampled_s, again_s, fails", [(0.001, 0.010, True), (0.001, 0.001, False),
+                                                     (0.008, 0.009, False)])
+def test_a_cpu_point_whose_host_calls_stay_slow_after_its_samples_fails(sampled_s, again_s, fails):
+    """Work outside the timed region keeps the host's calls slow when they are timed again after the samples, each
+    right after a call timed as a sample is; a warm-up slowed by a busy host does not, nor a host whose load slows
+    both calls of each pair alike (a multithreaded kernel on cores that the run's compiles take, as cpu/numba-tiled's
+    threads on a GPU node: reports/examples/h200-first-run)."""
     from gemmbench.run import bench
 
-    calls = []
-    problem = bench._host_disagrees(_CpuHost([again_s] * bench.HOST_RECHECKS), lambda: calls.append(1), 0.001, 0.010)
-    assert (problem is not None) == fails and len(calls) == bench.HOST_RECHECKS
+    calls, sampled = [], []
+    problem = bench._host_disagrees(_CpuHost([again_s] * bench.HOST_RECHECKS), lambda: calls.append(1), 0.001, 0.010,
+                                    lambda: sampled.append(1) or sampled_s)
+    assert (problem is not None) == fails and len(calls) == len(sampled) == bench.HOST_RECHECKS
     if fails:
         assert "work ran outside the timed region" in problem
-    assert bench._host_disagrees(_CpuHost([]), calls.append, 0.001, 0.002) is None  # agreeing: nothing timed again
+    assert bench._host_disagrees(_CpuHost([]), calls.append, 0.001, 0.002, None) is None  # agreeing: none timed
 
 
 def test_a_point_that_failed_keeps_its_history_when_a_later_run_passes_it(cfg, tmp_path, monkeypatch):
@@ -199,6 +203,37 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
         (32, {"delay_ms": 0}, "ok"), (64, {"delay_ms": 0}, "ok")]
     for trial in (t for t in record["trials"] if t["status"] == "ok"):  # where its seconds went, as a point's
         assert trial["validate_s"] > 0 and trial["measure_s"] >= trial["kernel_s"] + trial["check_s"] > 0
+
+
+def _in_process(task, timeout_s, describe=None, on_row=None, log_rows=True):
+    """supervise.run_task's rows, from the worker's loop run in this process (so that a test sees inside it)."""
+    from gemmbench.run import worker
+
+    got = {}
+    worker.run(task, 0, {}, lambda event, **msg: got.update({msg["index"]: msg["row"]} if event == "row" else {}))
+    return [got[i] for i in range(len(task.points))], None
+
+
+def test_a_trial_validates_with_one_launch_and_a_pick_as_a_measured_point(tmp_path, cpu_config, monkeypatch):
+    """A trial's samples test every launch after its validation (so one launch of it is enough to catch a kernel right
+    only once); a pick's validation launches as a measured point's does."""
+    from gemmbench.run import rows
+
+    launched, validate = [], rows.validate_row
+
+    def counted(variant, chosen, backend, task, point, launches=rows.VALIDATION_LAUNCHES):
+        launched.append((point.stage, launches))
+        return validate(variant, chosen, backend, task, point, launches)
+
+    monkeypatch.setattr(rows, "validate_row", counted)
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 3, "size_classes": [32]},
+                      cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setattr("gemmbench.tuning.search.run_task", _in_process)
+    record = tune.run(configuration.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu",
+                      tmp_path / "tune.json")
+    assert record["classes"]["32"]["params"] == {"delay_ms": 0}
+    assert sorted(set(launched)) == [("", rows.TRIAL_VALIDATION_LAUNCHES), ("pick", rows.VALIDATION_LAUNCHES)]
+    assert rows.TRIAL_VALIDATION_LAUNCHES < rows.VALIDATION_LAUNCHES
 
 
 @pytest.mark.parametrize("stop_behind", [0, 1.25])

@@ -77,10 +77,12 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     one, many = single.summary(), batched.summary() if batched else None
     headline = batched if batched and short_s else single
     summary = many if headline is batched else one
-    problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k)
+    # on a CPU, before the ledger's verdict: the calls timed again are timed as samples are, and tested alike
+    moved = _host_disagrees(backend, run, summary["median_s"], min(host_s[1:]),
+                            lambda: _as_sampled(backend, run, ledger)) \
+        if backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT else None
+    problem = ledger.problem(task.mode, k) or _held_problem(ledger, workload, backend, task.mode, k) or moved
     timing.LOAD.end()  # the held outputs' fp64 references kept the device busy too
-    if not problem and backend.device == "cpu" and len(host_s) > HOST_SAMPLES_FOR_AGREEMENT:
-        problem = _host_disagrees(backend, run, summary["median_s"], min(host_s[1:]))
     times = {"median_s": summary["median_s"], "min_s": summary["min_s"]}
     for name, beside in (("single", one), ("batched", many)):  # every reported time gated
         if beside and beside is not summary:
@@ -146,24 +148,37 @@ HOST_SAMPLES_FOR_AGREEMENT = 3  # warm-up launches (besides the first) a CPU poi
 HOST_DISAGREEMENT = 3.0  # on a CPU, device and host time of one call are one clock: this far apart, work moved
 
 
-HOST_RECHECKS = 3  # calls timed from the host again, after sampling, before a disagreement fails a point
+HOST_RECHECKS = 3  # pairs of calls timed again after sampling before a disagreement fails a point
 
 
-def _host_disagrees(backend, run, device_median_s: float, host_fastest_s: float) -> str | None:
+def _host_disagrees(backend, run, device_median_s: float, host_fastest_s: float, sampled) -> str | None:
     """On a CPU, the timed region and a call timed from the host (its warm-up) measure the same thing; a device median
-    far below the host's fastest call means the samples' work ran outside their timed region. The fastest, not the
-    median: a host busy with the run's compiles slows some warm-up calls, never one below the work it does. And a
-    host busy through the whole warm-up (the builds compiling on every core) slows all of them, so before failing the
-    point its calls are timed from the host again, now, under the load its samples met: work that runs outside the
-    timed region is still outside it."""
+    far below the host's fastest call means the samples' work ran outside their timed region (it finished in the
+    accounting between samples, which back-to-back calls do not leave it). But a host whose cores other jobs take
+    (the run's compiles) slows a multithreaded kernel's calls several times over while they hold them, and the warm-up
+    may meet that load where the samples did not. So before failing the point, HOST_RECHECKS pairs are timed now,
+    each a call timed as a sample is (`sampled()`: its seconds) and, right after it under the same load, one from the
+    host: work that runs outside the timed region leaves every host call of them far slower than the sampled call
+    before it; an honest kernel leaves some pair alike, whatever the load."""
     if device_median_s * HOST_DISAGREEMENT >= host_fastest_s:
         return None
-    host_fastest_s = min(host_fastest_s, *(backend.host_time(run) for _ in range(HOST_RECHECKS)))
-    if device_median_s * HOST_DISAGREEMENT < host_fastest_s:
+    pairs = [(sampled(), backend.host_time(run)) for _ in range(HOST_RECHECKS)]
+    host_fastest_s = min(host_fastest_s, *(host for _, host in pairs))
+    if device_median_s * HOST_DISAGREEMENT < host_fastest_s and all(
+            sample * HOST_DISAGREEMENT < host for sample, host in pairs):
         return (f"the timed median ({device_median_s * 1e3:.3g} ms) is {host_fastest_s / device_median_s:.3g} times "
                 f"below the host's fastest call ({host_fastest_s * 1e3:.3g} ms, in its warm-up and {HOST_RECHECKS} "
-                f"calls after its samples): on a CPU the two are one clock, so work ran outside the timed region")
+                f"calls after its samples, each more than {HOST_DISAGREEMENT:g} times slower than a call timed as a "
+                f"sample just before it): on a CPU the two are one clock, so work ran outside the timed region")
     return None
+
+
+def _as_sampled(backend, run, ledger: Ledger) -> float:
+    """One call timed as a sample is, and accounted for alike (its time is not kept)."""
+    ledger.before()
+    seconds = backend.device_time(run)
+    ledger.after()
+    return seconds
 
 
 def _audit(backend, run, ledger: Ledger, sampled_s: float) -> int:

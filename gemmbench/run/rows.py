@@ -128,11 +128,12 @@ def profile_row(variant, builds, backend, task: Task, point: Point) -> dict:
 
 
 VALIDATION_LAUNCHES = 2  # each into a freshly poisoned output: a kernel right only once (or only warm) fails
+TRIAL_VALIDATION_LAUNCHES = 1  # a search's trial: its samples test every launch after it (tune_row)
 
 
-def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
-    """The point's shape on inputs with rows and columns scaled over 2^±12, launched twice into a poisoned output,
-    each compared in full with the fp64 reference within the mode's error bound (measure/checking.py)."""
+def validate_row(variant, chosen, backend, task: Task, point: Point, launches: int = VALIDATION_LAUNCHES) -> dict:
+    """The point's shape on inputs with rows and columns scaled over 2^±12, launched `launches` times into a poisoned
+    output, each compared in full with the fp64 reference within the mode's error bound (measure/checking.py)."""
     params, built = chosen
     start = time.perf_counter()
     timing.LOAD.begin()
@@ -140,18 +141,18 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
     k = workload.reduction(point.sizes)
     # before any launch: the variant may write its inputs, and the reference is of the inputs as they were given
     expected, reference_s = kept_reference(workload, backend, operands, point, task.mode)
-    for launch in range(1, VALIDATION_LAUNCHES + 1):
+    for launch in range(1, launches + 1):
         out.fill(np.nan)
         variant.run(built.artifact, *operands, out, backend.stream)
         backend.synchronize()
         try:  # a variant that wrote the harness's reference while it ran is caught before the comparison
             REFERENCES.check(backend, expected)
         except ReferenceChanged as exc:
-            return {"status": "failed", "message": f"launch {launch} of {VALIDATION_LAUNCHES}: {exc}",
+            return {"status": "failed", "message": f"launch {launch} of {launches}: {exc}",
                     "params": json.dumps(params)}
         status, message, errors = compare(expected, backend, out, buffer, task.mode, k)
         if status != "ok":
-            message = f"launch {launch} of {VALIDATION_LAUNCHES}: {message}"
+            message = f"launch {launch} of {launches}: {message}"
             break
     timing.LOAD.end()  # the device was busy: a timing right after it warms up no longer than its stretch asks
     return {"status": status, "message": message, "tolerance": checking.bound(task.mode, k),
@@ -162,7 +163,9 @@ def validate_row(variant, chosen, backend, task: Task, point: Point) -> dict:
 def tune_row(variant, backend, task: Task, point: Point, device: dict | None = None, done: dict | None = None) -> dict:
     """One candidate at one class size: compiled, rejected if it spills, validated, then timed briefly: as one of a
     search's trials (stopped behind the fastest of those before it, `done`: see behind_s), or as its pick
-    (Point.stage), which is audited as a measured point is."""
+    (Point.stage), which is audited as a measured point is. A trial validates with one launch: each of its samples
+    after it (fresh inputs, a poisoned output, Freivalds' test) would catch a kernel right only once; at a large
+    shape a launch is the trial's largest cost after its samples. A pick validates as a measured point does."""
     params = {**task.params, **point.params}
     built, compile_s = build_once(variant, task.mode, params, task.cache_dir)
     backend.synchronize()
@@ -172,10 +175,11 @@ def tune_row(variant, backend, task: Task, point: Point, device: dict | None = N
     row["registers"] = built.facts.get("registers")
     if built.facts.get("local_bytes"):
         return {**row, "status": "rejected", "message": f"spills {built.facts['local_bytes']} bytes to local memory"}
-    checked = validate_row(variant, (params, built), backend, task, point)
+    tuning = "pick" if point.stage == "pick" else "trial"
+    checked = validate_row(variant, (params, built), backend, task, point,
+                           VALIDATION_LAUNCHES if tuning == "pick" else TRIAL_VALIDATION_LAUNCHES)
     if checked["status"] != "ok":
         return {**row, "status": checked["status"], "message": checked["message"]}
-    tuning = "pick" if point.stage == "pick" else "trial"
     timed = bench_row(variant, (params, built), backend, task, point, device, tuning, behind_s(task, point, done or {}))
     if timed["status"] != "ok":
         return {**row, "status": timed["status"], "message": timed["message"]}
