@@ -196,7 +196,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
     """What a run of this plan measures, in one line: the variants, modes and points of each workload, and where the
     tuned variants' parameters come from (a committed record for this GPU model, one transferred, or a search)."""
 
-    from gemmbench.tuning import records
+    from gemmbench.tuning import records, search
 
     parts = []
     for workload in config["workloads"]:
@@ -216,7 +216,7 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
             how = records.origin(config["tune"], v, mode, gpu, host)
             sources[how] += 1
             if how == "searched":
-                estimates.append(records.search_estimate(config["tune"], v, mode))
+                estimates.append(search.estimate(config, v, mode))
         parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
                      + _search_time(estimates))
     return f"the plan on {device}: " + "; ".join(parts)
@@ -224,11 +224,12 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
 
 def _search_time(estimates: list[tuple[float, str] | None]) -> str:
     """How long the searches here will take, estimated from the trials that committed searches of the same
-    variant-modes timed on other GPU models (records.search_estimate)."""
+    variant-modes timed on other GPU models (search.estimate)."""
     if not estimates:
         return ""
     known = [e for e in estimates if e]
-    said = [f"about {sum(s for s, _ in known) / 60:.0f} min of GPU time, estimated from the trials of "
+    said = [f"about {sum(s for s, _ in known) / 60:.0f} min of GPU time for their trials, checks and audits, "
+            f"estimated from the trials of "
             f"{', '.join(sorted({model for _, model in known}))}'s searches"] if known else []
     if len(known) < len(estimates):
         said.append(f"{len(estimates) - len(known)} with no committed search to estimate from")

@@ -283,25 +283,35 @@ def test_a_pick_that_fails_its_audit_fails_as_a_trial_and_its_class_picks_again(
     assert lost["status"] == "failed" and lost["message"] == "failed its audit as class 32's pick: planted"
 
 
-def test_a_search_is_estimated_from_the_seconds_its_committed_trials_kept_where_their_timing_was_the_same(
-        tmp_path, cpu_config, monkeypatch):
-    """The plan line's estimate of a search here: a committed trial that kept its seconds, timed as this run's tune
-    timing times, counts them; under another timing (or from before trials kept them) it is modelled from its
-    median."""
+def test_a_search_is_estimated_from_its_committed_trials_as_this_run_would_time_them(tmp_path, cpu_config,
+                                                                                     monkeypatch):
+    """The plan line's estimate of a search here, from a committed search of another GPU model: each trial modelled
+    from its median under this run's tune timing (one stopped behind takes fewer samples), its pick's audit, and
+    each point's cost beyond its launches as committed trials that kept their seconds spent it."""
     from gemmbench.tuning import records
     from kernels import registry
 
     monkeypatch.setattr(records, "COMMITTED", tmp_path / "tuning")
-    tune = configuration.validate(cpu_config)["tune"]
+    config = configuration.validate({**cpu_config, "square_sizes": [32]})
+    timing = config["tune"]["timing"]
     variant = registry.load(["tests.planted"])["cpu/planted-tunable"]
     path = records.committed_path("other-gpu", variant, "fp32")
     path.parent.mkdir(parents=True)
-    kept = {"size": 32, "median_s": 1e-3, "compile_s": 2.0, "validate_s": 0.5, "measure_s": 1.5}
-    path.write_text(json.dumps({"settings": {"timing": tune["timing"]}, "trials": [kept, kept]}))
-    assert records.search_estimate(tune, variant, "fp32") == (8.0, "other-gpu")
-    path.write_text(json.dumps({"settings": {"timing": {**tune["timing"], "budget_s": 9.0}}, "trials": [kept]}))
-    modelled = records.search_estimate(tune, variant, "fp32")[0]
-    assert modelled != 4.0 and modelled > kept["compile_s"]
+    assert search.estimate(config, variant, "fp32") is None  # nothing committed to estimate from
+
+    def estimated(trials, stop_behind=0.0, settings=None):
+        search._point_overhead_s.cache_clear()
+        path.write_text(json.dumps({"settings": settings or {}, "trials": trials}))
+        return search.estimate({**config, "tune": {**config["tune"], "stop_behind": stop_behind}}, variant, "fp32")
+
+    fast, slow = ({"size": 32, "params": {"delay_ms": d}, "status": "ok", "median_s": m, "tflops": 1.0}
+                  for d, m in ((0, 1e-3), (20, 2e-2)))
+    alone = estimated([fast])
+    assert alone == (search._timed_s(timing, 1e-3) + 2 * search._timed_s(timing, 1e-3, launches=2), "other-gpu")
+    assert estimated([fast, slow], stop_behind=1.25)[0] < estimated([fast, slow])[0]  # the slow one stops behind
+    kept = {**fast, "validate_s": 0.5, "measure_s": 1.5}  # far more than its launches: the points' overhead
+    assert estimated([kept], settings={"timing": timing})[0] > alone[0] + 2 * 1.0
+    assert estimated([kept], settings={"timing": {**timing, "budget_s": 9.0}}) == alone  # kept under another timing
 
 
 def test_a_class_winner_that_collapses_at_a_size_its_class_serves_is_refused(tmp_path, cpu_config):

@@ -378,35 +378,3 @@ def narrowed(settings: dict) -> dict[int, int]:
         return {}
     sizes = sorted(settings["sizes"])
     return {size: below for below, size in zip(sizes, sizes[1:]) if size <= NEIGHBOURS * below}
-
-
-def search_estimate(tune: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
-    """About how long a search of `variant` here takes, from the trials a committed search of it timed (on any GPU
-    model: the first found) and the timing each trial gets (`tune`: the config's tune section), with the model it
-    came from; None where no committed search of it was timed (a variant's own search, or none yet). A trial timed
-    with the same timing that kept its seconds (validate_s, measure_s) counts them as they were."""
-    timing = tune["timing"]
-    for path in sorted(COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
-        record = json.loads(path.read_text())
-        trials = record.get("trials")
-        if not trials:
-            continue
-        same_timing = record.get("settings", {}).get("timing") == timing
-        # a class this search narrows times tune.narrow_to of the candidates the record timed there
-        sizes = sorted({trial["size"] for trial in trials})
-        narrow = narrowed({"sizes": sizes, "narrow_to": tune["narrow_to"]})
-        at = {size: sum(1 for trial in trials if trial["size"] == size) for size in sizes}
-        seconds = 0.0
-        for trial in trials:
-            share = min(1.0, tune["narrow_to"] / at[trial["size"]]) if trial["size"] in narrow else 1.0
-            if same_timing and trial.get("measure_s") is not None:
-                seconds += share * ((trial.get("compile_s") or 0.0) + trial["validate_s"] + trial["measure_s"])
-                continue
-            m = trial.get("median_s") or 0.0
-            sampling = min(max(timing["min_samples"] * m, timing["min_time_s"]),
-                           max(timing["budget_s"], timing["min_samples"] * m), timing["max_samples"] * m)
-            warm_up = max(timing["warmup_runs"] * m, timing["warmup_s"])
-            # compile, validation (two launches), warm-up and sampling (a trial has no audit: the picks have)
-            seconds += share * ((trial.get("compile_s") or 0.0) + 2 * m + warm_up + sampling)
-        return seconds, path.parts[-4]
-    return None

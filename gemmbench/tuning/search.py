@@ -6,19 +6,22 @@ generic search's, so a search never times anything itself.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
+import math
 import random
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from gemmbench import plan, workloads
 from gemmbench.files import read_json, write_json
-from gemmbench.measure import devices
+from gemmbench.measure import devices, timing
 from gemmbench.run import gpus
-from gemmbench.run.rows import TRIAL_TIMES
+from gemmbench.run.rows import TRIAL_TIMES, TRIAL_VALIDATION_LAUNCHES, VALIDATION_LAUNCHES
 from gemmbench.run.supervise import compile_ahead, run_task
 from gemmbench.run.task import Point, Task, pick
 from gemmbench.tuning import records
@@ -304,6 +307,74 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
             log.warning("%s %s: class %d's fastest %s refused: at %s it runs at %.0f%% of the fastest contender's "
                         "speed; kept %s", variant.key, mode, size, winner["params"], worst, 100 * refused[worst], best)
     return kept, checks
+
+
+def estimate(config: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
+    """About how many seconds of GPU time a search of `variant` in `mode` here takes, from the trials of a committed
+    search of it (on any GPU model: the first found), with the model it came from; None where no committed search of
+    it was timed (a variant's own search, or none yet). Each trial is modelled from its median as this run's tune
+    section would time it (its timing, narrow_to, and stop_behind: a trial behind the fastest timed before it at its
+    size takes BEHIND_SAMPLES samples), and so are the serving checks of each class's fastest (its contenders at every
+    shape the class serves, at that median scaled by the FLOPs) and the pick's audit; each point also costs what the
+    committed trials that kept their seconds spent beyond their launches (`point_overhead_s`). Left out: the compiles,
+    which other jobs make beside the GPU's, and each job's start and hand-offs to its worker."""
+    tune = config["tune"]
+    overhead_s = point_overhead_s(tune["timing"])
+    for path in sorted(records.COMMITTED.glob(f"*/{variant.family}/{variant.name}/{mode}.json")):
+        trials = [t for t in read_json(path).get("trials") or [] if t.get("status") == "ok" and t.get("median_s")]
+        if not trials:
+            continue
+        sizes = sorted({t["size"] for t in trials})
+        narrow = records.narrowed({"sizes": sizes, "narrow_to": tune["narrow_to"]})
+        seconds, timed = 0.0, []
+        for size in sizes:
+            finalists = fastest([t for t in trials if t["size"] == narrow[size]], tune["narrow_to"]) \
+                if size in narrow else None
+            best = math.inf
+            for t in trials:
+                if t["size"] == size and (finalists is None or ident(t["params"]) in finalists):
+                    behind = bool(tune["stop_behind"]) and t["median_s"] > tune["stop_behind"] * best
+                    seconds += _timed_s(tune["timing"], t["median_s"], behind) + overhead_s
+                    best = min(best, t["median_s"])
+                    timed.append(t)
+        classes = best_per_class(timed, sizes)
+        flops = workloads.get(variant.workload).flops
+        for size, (contending, shapes) in checked_where(config, variant, timed, classes).items():
+            median_s, own = classes[str(size)]["median_s"], flops(dict.fromkeys(shapes[0].sizes, size))
+            seconds += len(contending) * sum(_timed_s(tune["timing"], median_s * flops(s.sizes) / own) + overhead_s
+                                             for s in shapes)
+        for picked in classes.values():
+            sampled_s = _timed_s(tune["timing"], picked["median_s"], launches=VALIDATION_LAUNCHES)
+            seconds += sampled_s + min(sampled_s, timing.AUDIT_MAX_S) + overhead_s
+        return seconds, path.parts[-4]
+    return None
+
+
+def point_overhead_s(timing_: dict) -> float:
+    """The median of what each committed trial timed under `timing_` that kept its seconds spent beyond its modelled
+    launches (`_timed_s`): its inputs, references and comparisons, and the accounting of its samples; 0 where none
+    kept them."""
+    return _point_overhead_s(json.dumps(timing_, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=None)  # read once per process: the plan line estimates every search with it
+def _point_overhead_s(timing_json: str) -> float:
+    timing_ = json.loads(timing_json)
+    kept = (read_json(path) for path in records.COMMITTED.glob("*/*/*/*.json"))
+    spent = [t["validate_s"] + t["measure_s"] - _timed_s(timing_, t["median_s"], t.get("stopped_by") == "behind")
+             for record in kept if record.get("settings", {}).get("timing") == timing_
+             for t in record.get("trials") or [] if t.get("measure_s") and t.get("median_s")]
+    return max(0.0, float(statistics.median(spent))) if spent else 0.0
+
+
+def _timed_s(timing_: dict, median_s: float, behind: bool = False, launches: int = TRIAL_VALIDATION_LAUNCHES) -> float:
+    """A trial's seconds on the GPU, modelled from its median: its validation's launches, the warm-up's (the seconds
+    of a stretch's warm-up are spent once, before its first trial) and its samples under `timing_` (the tune
+    timing), or BEHIND_SAMPLES of them where it stops `behind`."""
+    m, t = median_s, timing_
+    sampling = timing.BEHIND_SAMPLES * m if behind else min(
+        max(t["min_samples"] * m, t["min_time_s"]), max(t["budget_s"], t["min_samples"] * m), t["max_samples"] * m)
+    return (launches + t["warmup_runs"]) * m + sampling
 
 
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled",
