@@ -42,6 +42,19 @@ def test_the_measure_jobs_of_a_run_share_one_worker_and_its_references(cpu_confi
     assert [r["max_abs_reference"] for r in first] == [r["max_abs_reference"] for r in second]
 
 
+def test_the_builds_workers_yield_the_cores_to_the_workers_that_time(cpu_config, tmp_path, caplog):
+    """Compiles beside a job that times (a search, a CPU variant's points) run nicer than it, by BUILDS_NICENESS."""
+    from gemmbench.run import supervise
+
+    cpu_config.update(square_sizes=[64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
+    caplog.set_level(logging.INFO, logger="gemmbench")
+    _measure(configuration.validate(cpu_config), tmp_path, "cpu/numpy-blas")
+    (_, timing), (_, builds) = _workers(caplog)[0], _workers(caplog, " (builds)")[0]
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, timing) == own  # resident, both, until idle for RESIDENT_IDLE_S
+    assert os.getpriority(os.PRIO_PROCESS, builds) == min(own + supervise.BUILDS_NICENESS, 19)
+
+
 KERNEL = """
 import numpy as np
 from kernels.registry import Built, Variant, register
@@ -95,7 +108,7 @@ def test_a_resident_worker_whose_job_was_killed_ends_quietly_and_leaves_nothing_
     for left in (address.with_suffix(".log"), address.with_suffix(".lock")):
         left.touch()
     with open(tmp_path / "stderr.txt", "w") as stderr:
-        worker = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", "--serve", str(address), "600"],
+        worker = subprocess.Popen([sys.executable, "-m", "gemmbench.run.worker", "--serve", str(address), "600", "0"],
                                   cwd=ROOT, stderr=stderr, env={**os.environ, "PYTHONPATH": str(ROOT)})
         while not address.exists():
             assert worker.poll() is None, (tmp_path / "stderr.txt").read_text()

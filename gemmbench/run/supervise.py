@@ -121,6 +121,10 @@ class Fresh:
 
 
 RESIDENT_DIR = Path(tempfile.gettempdir()) / f"gemmbench-workers-{os.getuid()}"
+# The builds' workers run this much nicer than the workers that time: compiles that took every core beside a search
+# slowed its host work (launches, accounting) where spinning processes at this niceness hardly did
+# (reports/examples/h200-first-run, session26/contention.txt).
+BUILDS_NICENESS = 10
 RESIDENT_IDLE_S = 30.0  # a resident worker outlives its job by this long, for the run's next GPU job
 RESIDENT_SLOT_POLL_S = 0.05  # how often a job looks for a free slot of the builds' pool
 
@@ -172,8 +176,9 @@ class Resident:
     def _launch(self) -> socket.socket | None:
         self.offset = 0
         with open(self.log, "w") as stderr:
-            self.proc = _worker("--serve", self.address, str(RESIDENT_IDLE_S), stdout=subprocess.DEVNULL,
-                                stderr=stderr, env=self.env)
+            self.proc = _worker("--serve", self.address, str(RESIDENT_IDLE_S),
+                                str(BUILDS_NICENESS if self.pool else 0), stdout=subprocess.DEVNULL, stderr=stderr,
+                                env=self.env)
         deadline = time.monotonic() + self.timeout_s
         while self.proc.poll() is None and time.monotonic() < deadline:
             sock = self._connect()

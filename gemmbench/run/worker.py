@@ -1,7 +1,7 @@
 """Runs tasks' points in a child process, either one task (`python -m gemmbench.run.worker TASK.json START
 DONE.json`; DONE: the rows of the points before START, from an earlier worker of the same task) or, resident, every
-task that jobs send it on a Unix socket (`python -m gemmbench.run.worker --serve SOCKET IDLE_S`) until it has been
-idle IDLE_S seconds: the jobs of a run then share one import, one CUDA context and the fp64 references.
+task that jobs send it on a Unix socket (`python -m gemmbench.run.worker --serve SOCKET IDLE_S NICENESS`) until it has
+been idle IDLE_S seconds: the jobs of a run then share one import, one CUDA context and the fp64 references.
 
 It speaks a line protocol on its channel (the original stdout, or the connection; prints from kernels go to stderr):
 {"event": "ready", "device": {...}} after the build (for measure, the facts of the device it runs on),
@@ -159,9 +159,11 @@ def source_stamps(variant_modules=()) -> dict:
     return stamps
 
 
-def serve(address: str, idle_s: float) -> int:
+def serve(address: str, idle_s: float, niceness: int = 0) -> int:
     """Resident: one task per connection, in turn, until none came for `idle_s` seconds, one failed fatally, or the
-    sources changed. The job that connects holds the address's lock meanwhile (supervise.Resident)."""
+    sources changed, `niceness` nicer than the job that started it (supervise.BUILDS_NICENESS for the builds'). The
+    job that connects holds the address's lock meanwhile (supervise.Resident)."""
+    os.nice(niceness)
     _channel()  # kernels' prints to stderr, as in a one-task worker
     faulthandler.enable()  # a crash leaves its cause in the log the job reads
     modules: set[str] = set()
@@ -255,5 +257,5 @@ def exit_now(code: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--serve":
-        exit_now(serve(sys.argv[2], float(sys.argv[3])))
+        exit_now(serve(sys.argv[2], float(sys.argv[3]), int(sys.argv[4])))
     exit_now(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
