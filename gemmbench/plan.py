@@ -193,11 +193,8 @@ def skip_reason(config: dict, variant: registry.Variant, shape: Shape) -> str | 
 
 
 def summary(config: dict, variants: list[registry.Variant], device: str, gpu: str) -> str:
-    """What a run of this plan measures, in one line: the variants, modes and points of each workload, and where the
-    tuned variants' parameters come from (a committed record for this GPU model, one transferred, or a search)."""
-
-    from gemmbench.tuning import records, search
-
+    """What a run of this plan measures, in one line: the variants, modes and points of each workload (the tuning's
+    part: tuning/search.plan_line)."""
     parts = []
     for workload in config["workloads"]:
         runs = [(v, mode) for v in variants if v.workload == workload for mode in modes(config, v)]
@@ -208,29 +205,4 @@ def summary(config: dict, variants: list[registry.Variant], device: str, gpu: st
         planned = [(v, shape) for v, _ in runs for shape in shapes if not skip_reason(config, v, shape)]
         parts.append(f"{workload}: {len(runs)} variant-modes, {sum(s.dims in timed for _, s in planned)} points to "
                      f"time and {len(planned)} to validate")
-    chosen = [(v, mode) for v in variants if device == "cuda" and tuned(config, v, gpu) for mode in modes(config, v)]
-    if chosen:
-        host, sources = records.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0)
-        estimates = []
-        for v, mode in chosen:
-            how = records.origin(config["tune"], v, mode, gpu, host)
-            sources[how] += 1
-            if how == "searched":
-                estimates.append(search.estimate(config, v, mode))
-        parts.append(f"tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
-                     + _search_time(estimates))
     return f"the plan on {device}: " + "; ".join(parts)
-
-
-def _search_time(estimates: list[tuple[float, str] | None]) -> str:
-    """How long the searches here will take, estimated from the trials that committed searches of the same
-    variant-modes timed on other GPU models (search.estimate)."""
-    if not estimates:
-        return ""
-    known = [e for e in estimates if e]
-    said = [f"about {sum(s for s, _ in known) / 60:.0f} min of GPU time for their trials, checks and audits, "
-            f"estimated from the trials of "
-            f"{', '.join(sorted({model for _, model in known}))}'s searches"] if known else []
-    if len(known) < len(estimates):
-        said.append(f"{len(estimates) - len(known)} with no committed search to estimate from")
-    return " (" + "; ".join(said) + ")"

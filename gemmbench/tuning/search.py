@@ -309,6 +309,38 @@ def check_served(config: dict, variant: registry.Variant, mode: str, trials: lis
     return kept, checks
 
 
+def plan_line(config: dict, variants: list[registry.Variant], device: str, gpu: str) -> str:
+    """The run's plan in one line: what it measures (plan.summary), and where the tuned variants' parameters come
+    from (a committed record for this GPU model, one transferred, or a search here, with the searches' estimated GPU
+    time)."""
+    line = plan.summary(config, variants, device, gpu)
+    chosen = [(v, mode) for v in variants if device == "cuda" and plan.tuned(config, v, gpu)
+              for mode in plan.modes(config, v)]
+    if not chosen:
+        return line
+    host, sources, estimates = records.host_gpu(), dict.fromkeys(("committed", "transferred", "searched"), 0), []
+    for v, mode in chosen:
+        how = records.origin(config["tune"], v, mode, gpu, host)
+        sources[how] += 1
+        if how == "searched":
+            estimates.append(estimate(config, v, mode))
+    return (f"{line}; tuning for {gpu}: " + ", ".join(f"{n} {how}" for how, n in sources.items()) + " here"
+            + _search_time(estimates))
+
+
+def _search_time(estimates: list[tuple[float, str] | None]) -> str:
+    """How long the searches here will take (`estimate`)."""
+    if not estimates:
+        return ""
+    known = [e for e in estimates if e]
+    said = [f"about {sum(s for s, _ in known) / 60:.0f} min of GPU time for their trials, checks and audits, "
+            f"estimated from the trials of {', '.join(sorted({model for _, model in known}))}'s searches"] \
+        if known else []
+    if len(known) < len(estimates):
+        said.append(f"{len(estimates) - len(known)} with no committed search to estimate from")
+    return " (" + "; ".join(said) + ")"
+
+
 def estimate(config: dict, variant: registry.Variant, mode: str) -> tuple[float, str] | None:
     """About how many seconds of GPU time a search of `variant` in `mode` here takes, from the trials of a committed
     search of it (on any GPU model: the first found), with the model it came from; None where no committed search of

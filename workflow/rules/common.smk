@@ -14,7 +14,7 @@ from gemmbench.measure import provenance
 from gemmbench.present import views
 from gemmbench.run import locks
 from gemmbench.stages.common import config_for
-from gemmbench.tuning import records
+from gemmbench.tuning import records, search
 from kernels.registry import MODES
 
 first_on_path(workflow.basedir)
@@ -68,7 +68,7 @@ onstart:
 
 
 if workflow.is_main_process:
-    log.info("%s", plan.summary(config, list(VARIANTS.values()), DEVICE, GPU))
+    log.info("%s", search.plan_line(config, list(VARIANTS.values()), DEVICE, GPU))
 
 if DEVICE_REASON:
     log.warning("=" * 72 + "\n  %s\n" + "=" * 72, DEVICE_REASON.upper())
