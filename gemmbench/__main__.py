@@ -5,6 +5,7 @@
   python -m gemmbench run cpu/b2b_unfused_numpy-blas --shape 4096x64x128x64
   python -m gemmbench compare RUN_A/summary.csv RUN_B/summary.csv [--min-size 1024]
   python -m gemmbench report reports/examples/h100 --out report.html
+  python -m gemmbench so-far [--results results] [--out reports/so-far.html]
   python -m gemmbench tuning-check
   python -m gemmbench tuning-migrate
 """
@@ -154,33 +155,18 @@ def cmd_compare(args) -> int:
 def cmd_report(args) -> int:
     """Render the report again from a folder of tables (results/tables, or an example under reports/examples/):
     summary.csv, validation.csv, devices.json, and builds.csv, samples.parquet or .csv, profile.csv where present."""
-    import json
+    from gemmbench.stages import report
 
-    import pandas as pd
+    report.from_tables(Path(args.tables), Path(args.out), args.config, args.compare)
+    print(f"wrote {args.out}")
+    return 0
 
-    from gemmbench.present import plots, tables, time_spent, views
-    from gemmbench.present.methodology import methodology
-    from gemmbench.present.report import render_report
 
-    folder = Path(args.tables)
-    missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
-    if missing:
-        raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
-    summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
-    if (folder / "samples.parquet").exists():
-        summary = tables.with_spread(summary, pd.read_parquet(folder / "samples.parquet"))
-    builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
-    devices = json.loads((folder / "devices.json").read_text())
-    names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload
-    cfg = configuration.validate({**configuration.load(args.config), "workloads": views.workloads_in(summary)})
-    with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
-        figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
-        render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
-                      summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=Path(args.out),
-                      methodology=methodology(cfg, devices),
-                      compared_with=(args.compare, tables.read(args.compare)) if args.compare else None,
-                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None,
-                      time=time_spent.of_run(summary, validation, folder.parent))
+def cmd_so_far(args) -> int:
+    """The report of a run still going, or stopped: what its results/ holds so far (stages/so_far.py)."""
+    from gemmbench.stages import so_far
+
+    print(so_far.run(Path(args.results), Path(args.out), args.config))
     print(f"wrote {args.out}")
     return 0
 
@@ -251,6 +237,10 @@ def main(argv=None) -> int:
     report.add_argument("--out", default="report.html")
     report.add_argument("--compare", help="another run's summary.csv: a section on what got faster or slower")
     report.set_defaults(func=cmd_report)
+    so_far = sub.add_parser("so-far", help="the report of a run still going: what results/ holds so far")
+    so_far.add_argument("--results", default="results", help="the run's results folder (default: results)")
+    so_far.add_argument("--out", default="reports/so-far.html")
+    so_far.set_defaults(func=cmd_so_far)
     args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     logs.setup()
     try:

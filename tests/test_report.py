@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import itertools
 import json
 import os
@@ -660,3 +661,39 @@ def test_a_run_whose_tune_jobs_all_searched_shows_no_reused_records(tmp_path):
     time = time_spent.breakdown(pd.DataFrame({"status": []}), pd.DataFrame(),
                                 time_spent.job_walls(tmp_path / "benchmarks"), tmp_path / "tune")
     assert time_spent.REUSED not in time["cpu"] and time["gpu_path"]["tune"] == pytest.approx(2.6)
+
+
+def test_a_run_still_going_has_a_report_of_what_it_measured_so_far(cpu_config, tmp_path, capsys):
+    """`python -m gemmbench so-far`: one variant-mode measured, another still measuring (its timed points kept one by
+    one, no validation rows yet), a third only built: the snapshot holds the first two, and says first what it is."""
+    from gemmbench import configuration
+    from gemmbench.__main__ import main
+    from gemmbench.stages import build, measure
+
+    cpu_config.update(square_sizes=[32, 64], validation_shapes=[[7, 13, 5]], cache_dir=str(tmp_path / "cache"))
+    cfg = configuration.validate(cpu_config)
+    results = tmp_path / "results"
+    for key in ("cpu/numpy-blas", "cpu/numba-tiled"):
+        stem = f"{key}/fp32.json"
+        build.run(cfg, key, "fp32", results / "build" / stem)
+        measure.run(cfg, key, "fp32", results / "build" / stem, results / "validate" / stem, results / "bench" / stem)
+    for left in ("validate", "bench"):  # numba-tiled's job still measuring: only its points so far
+        (results / left / "cpu/numba-tiled/fp32.json").unlink()
+    (results / "bench/cpu/numba-tiled/fp32/64x64x64.json").unlink()
+    build.run(cfg, "cpu/numpy-blas", "fp32", results / "build/cpu/not-yet-measured/fp32.json")
+    out = tmp_path / "so-far.html"
+    assert main(["so-far", "--results", str(results), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "Measured so far: 1 variant-modes, and 1 more in part" in said
+    page = out.read_text()
+    assert "A snapshot of a run" in page and page.index("A snapshot of a run") < page.index('id="answer"')
+    summary = pd.read_csv(io.StringIO(base64.b64decode(re.search(
+        r'href="data:[^;]+;base64,([^"]+)" download="summary.csv"', page).group(1)).decode()))
+    assert sorted(zip(summary.variant, summary.m)) == [("numba-tiled", 32), ("numpy-blas", 32), ("numpy-blas", 64)]
+
+
+def test_a_run_with_nothing_timed_yet_has_no_snapshot_but_one_line_saying_so(tmp_path, capsys):
+    from gemmbench.__main__ import main
+
+    assert main(["so-far", "--results", str(tmp_path), "--out", str(tmp_path / "so-far.html")]) != 0
+    assert "no timed point yet" in capsys.readouterr().err

@@ -41,16 +41,16 @@ def render_report(*, summary: pd.DataFrame, validation: pd.DataFrame, builds: pd
                   samples_csv: Path, summary_csv: Path, devices: list[dict],
                   figures: dict[str, Path], out_html: Path, methodology: dict,
                   compared_with: tuple[str, pd.DataFrame] | None = None,
-                  profile: pd.DataFrame | None = None, time: dict | None = None) -> None:
+                  profile: pd.DataFrame | None = None, time: dict | None = None, notices: tuple = ()) -> None:
     """`figures` in reading order (the workload's view, gemmbench/present/views/); their captions are the ones
-    `snakemake --report` shows (workflow/report/*.rst)."""
+    `snakemake --report` shows (workflow/report/*.rst). `notices`: what the report says first, before a CPU run's."""
     # an empty table may arrive without columns (nothing ran); give it the ones read below
     summary = summary.reindex(columns=[*summary.columns, *(c for c in SUMMARY_COLUMNS if c not in summary)])
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent),
                                      autoescape=True, undefined=jinja2.StrictUndefined)
     html = environment.get_template(TEMPLATE.name).render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), slow=f"{tables.SLOW:g}",
-        gpu_run=any(d.get("device") == "cuda" for d in devices), warnings=cpu_notices(devices),
+        gpu_run=any(d.get("device") == "cuda" for d in devices), warnings=[*notices, *cpu_notices(devices)],
         provenance=provenance(summary, devices),
         glance=at_a_glance(summary, devices),
         glance_speedups=at_a_glance_speedups(summary) if "workload" in summary else [],

@@ -1,8 +1,12 @@
 """The report stage: one self-contained HTML file from the run's tables and figures."""
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 
+from gemmbench import configuration
+from gemmbench.configuration import ConfigError
 from gemmbench.present import tables, time_spent
 from gemmbench.present.methodology import methodology
 from gemmbench.present.report import render_report
@@ -21,3 +25,32 @@ def run(config: dict, tables_dir, pngs: list, out) -> None:
                   compared_with=(other, tables.read(other)) if other else None,
                   profile=t["profile"] if config["profile"]["enabled"] else None,
                   time=time_spent.of_run(t["summary"], t["validation"], Path(tables_dir).parent))
+
+
+def from_tables(folder: Path, out: Path, config_path: str, compare: str | None = None, results: Path | None = None,
+                notices: tuple = ()) -> None:
+    """The report rendered again from a folder of tables (summary.csv, validation.csv, devices.json, and builds.csv,
+    samples.parquet or .csv, profile.csv where present), its figures drawn anew; the time section read from `results`
+    (default: the folder's parent, as results/tables is results/'s), `notices` said first."""
+    import pandas as pd
+
+    from gemmbench.present import plots, views
+
+    missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
+    if missing:
+        raise ConfigError(f"{folder}: no {', '.join(missing)} (a folder of gemmbench tables, e.g. results/tables)")
+    summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
+    if (folder / "samples.parquet").exists():
+        summary = tables.with_spread(summary, pd.read_parquet(folder / "samples.parquet"))
+    builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
+    devices = json.loads((folder / "devices.json").read_text())
+    names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload
+    cfg = configuration.validate({**configuration.load(config_path), "workloads": views.workloads_in(summary)})
+    with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
+        figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
+        render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
+                      summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=out,
+                      methodology=methodology(cfg, devices),
+                      compared_with=(compare, tables.read(compare)) if compare else None,
+                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None,
+                      time=time_spent.of_run(summary, validation, results or folder.parent), notices=notices)
