@@ -151,7 +151,7 @@ def test_a_busy_device_is_warm_already():
     import time
 
     backend, runs = CountingBackend(), []
-    timing.warm_up(backend, lambda: runs.append(1), runs=2, seconds=0.5, busy_since=lambda: time.perf_counter() - 1.0)
+    timing.warm_up(backend, lambda: runs.append(1), runs=2, seconds=0.5, busy_since=time.perf_counter() - 1.0)
     assert len(runs) == 2
 
 

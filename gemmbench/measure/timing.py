@@ -110,19 +110,18 @@ class Sampler:
         }
 
 
-def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since=None) -> list[float]:
+def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | None = None) -> list[float]:
     """Launches before sampling, each synchronised and timed on the host (the host time per call, launch and
     synchronisation included): JIT, module load and handles settle, and the device has been busy for `seconds` so
     that clocks reach their steady state under load (a power-capped GPU slows down within a second).
-    `busy_since()`, asked after the first launch (which may compile), says when the device's current stretch of work
-    began (time.perf_counter), where a worker kept it busy before this point; the seconds count from there.
+    `busy_since`: when the device's current stretch of work began (time.perf_counter), where a worker kept it busy
+    before this point (Load.begin, read before the first launch: a measured point's validation has just compiled and
+    loaded the kernel, so that launch is the device's work); the seconds count from there, else from the first launch.
     A kernel under BATCH_TARGET_S, on a backend that batches such kernels, spends no seconds: launches synchronised
     one by one leave its device idle most of the time (see settle), a load under which no clock moves.
     Returns the host time of each launch."""
-    start = time.perf_counter()
+    start = time.perf_counter() if busy_since is None else busy_since
     host_s = [backend.host_time(run)]
-    if busy_since:
-        start = busy_since()
     while len(host_s) < runs:
         host_s.append(backend.host_time(run))
     if not _idling(backend, host_s):  # decided once: the loop below keeps the device as busy as it can
@@ -236,7 +235,7 @@ class Load:
     """When this worker's current stretch of device work began: points run back to back keep the device busy, so
     the warm-up's seconds (clocks settling under load) are spent once per stretch, not once per point."""
 
-    IDLE_GAP_S = 0.25  # a pause longer than this (a compile, a long first launch) starts a new stretch
+    IDLE_GAP_S = 0.25  # a pause longer than this between points (a compile, a wait) starts a new stretch
 
     def __init__(self):
         self.since = self.last = None

@@ -39,12 +39,11 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
     with gpus.quiet(exclusive=True) if backend.device == "cuda" else contextlib.nullcontext() as quiet_wait_s:
         start = time.perf_counter()
         ledger.before()
-        # the device's stretch of work as it stands before the first launch: the point's validation has just launched
-        # this kernel at this shape (compiled and loaded it), so a long first launch is the device's work, not a
-        # compile that left it idle (asked after it, the stretch would begin anew and want more launches)
+        # the device's stretch of work as it stands before the first launch (timing.warm_up): read after it, a long
+        # first launch would start a stretch anew and want more launches
         since = timing.LOAD.begin()
         with backend.watch() as warming:
-            host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], lambda: since)
+            host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], since)
         outside = backend.runs_outside_stream(run, ledger.out) if tuning != "trial" else None
         if outside:
             return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",

@@ -5,6 +5,8 @@ import json
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 from gemmbench import configuration
 from gemmbench.configuration import ConfigError
 from gemmbench.present import tables, time_spent
@@ -16,15 +18,9 @@ from gemmbench.stages.common import tables_of
 def run(config: dict, tables_dir, pngs: list, out) -> None:
     """The report, with the figures `pngs` (the plot rule's outputs) in their order."""
     t = tables_of(tables_dir)
-    figures = {Path(png).stem: Path(png) for png in pngs}
-    other = config["compare_with"]
-    render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
-                  samples_csv=Path(tables_dir) / "samples.csv", summary_csv=Path(tables_dir) / "summary.csv",
-                  devices=t["devices"], figures=figures, out_html=Path(out),
-                  methodology=methodology(config, t["devices"]),
-                  compared_with=(other, tables.read(other)) if other else None,
-                  profile=t["profile"] if config["profile"]["enabled"] else None,
-                  time=time_spent.of_run(t["summary"], t["validation"], Path(tables_dir).parent))
+    _render({**t, "profile": t["profile"] if config["profile"]["enabled"] else None}, Path(tables_dir),
+            {Path(png).stem: Path(png) for png in pngs}, Path(out), config, config["compare_with"],
+            Path(tables_dir).parent)
 
 
 def from_tables(folder: Path, out: Path, config_path: str, compare: str | None = None, results: Path | None = None,
@@ -32,9 +28,7 @@ def from_tables(folder: Path, out: Path, config_path: str, compare: str | None =
     """The report rendered again from a folder of tables (summary.csv, validation.csv, devices.json, and builds.csv,
     samples.parquet or .csv, profile.csv where present), its figures drawn anew; the time section read from `results`
     (default: the folder's parent, as results/tables is results/'s), `notices` said first."""
-    import pandas as pd
-
-    from gemmbench.present import plots, views
+    from gemmbench.present import plots, views  # the figures: matplotlib, which the report rule's job never loads
 
     missing = [name for name in ("summary.csv", "validation.csv", "devices.json") if not (folder / name).exists()]
     if missing:
@@ -42,15 +36,23 @@ def from_tables(folder: Path, out: Path, config_path: str, compare: str | None =
     summary, validation = (tables.read(folder / f"{name}.csv") for name in ("summary", "validation"))
     if (folder / "samples.parquet").exists():
         summary = tables.with_spread(summary, pd.read_parquet(folder / "samples.parquet"))
-    builds = pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame()
-    devices = json.loads((folder / "devices.json").read_text())
+    t = {"summary": summary, "validation": validation,
+         "builds": pd.read_csv(folder / "builds.csv") if (folder / "builds.csv").exists() else pd.DataFrame(),
+         "devices": json.loads((folder / "devices.json").read_text()),
+         "profile": pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None}
     names = views.figures_of(summary)  # tables.read names gemm where older tables name no workload
     cfg = configuration.validate({**configuration.load(config_path), "workloads": views.workloads_in(summary)})
     with tempfile.TemporaryDirectory(prefix="gemmbench-report-") as tmp:
-        figures = plots.plot_all(summary, validation, devices, Path(tmp), names)
-        render_report(summary=summary, validation=validation, builds=builds, samples_csv=folder / "samples.csv",
-                      summary_csv=folder / "summary.csv", devices=devices, figures=figures, out_html=out,
-                      methodology=methodology(cfg, devices),
-                      compared_with=(compare, tables.read(compare)) if compare else None,
-                      profile=pd.read_csv(folder / "profile.csv") if (folder / "profile.csv").exists() else None,
-                      time=time_spent.of_run(summary, validation, results or folder.parent), notices=notices)
+        figures = plots.plot_all(summary, validation, t["devices"], Path(tmp), names)
+        _render(t, folder, figures, out, cfg, compare, results or folder.parent, notices)
+
+
+def _render(t: dict, tables_dir: Path, figures: dict, out: Path, config: dict, compare: str | None, results: Path,
+            notices: tuple = ()) -> None:
+    """The report of the tables `t` (tables_of's keys) read from `tables_dir`, with `figures` by name, compared with
+    the summary.csv at `compare` where one is named, its time section read from `results`."""
+    render_report(summary=t["summary"], validation=t["validation"], builds=t["builds"],
+                  samples_csv=tables_dir / "samples.csv", summary_csv=tables_dir / "summary.csv",
+                  devices=t["devices"], figures=figures, out_html=out, methodology=methodology(config, t["devices"]),
+                  compared_with=(compare, tables.read(compare)) if compare else None, profile=t["profile"],
+                  time=time_spent.of_run(t["summary"], t["validation"], results), notices=notices)
