@@ -44,17 +44,18 @@ def _slow(artifact, a, b, c, stream):
 
 
 class _SlowWarmUp:
-    """Honest, but the first calls after validation at a shape are slow, as calls are on a host busy with the run's
-    compiles until its samples begin: its warm-up's host times lie far above its timed ones."""
+    """Honest, but the first calls at a shape (its validation's, which count as its warm-up's, and those after them)
+    are slow, as calls are on a host busy with the run's compiles until its samples begin: its warm-up's host times
+    lie far above its timed ones."""
 
-    SLOW_CALLS = 5
+    SLOW_CALLS = 5  # after the validation's
 
     def __init__(self):
         self.calls = {}
 
     def __call__(self, artifact, a, b, c, stream):
         self.calls[c.shape] = self.calls.get(c.shape, 0) + 1
-        if VALIDATION_LAUNCHES < self.calls[c.shape] <= VALIDATION_LAUNCHES + self.SLOW_CALLS:
+        if self.calls[c.shape] <= VALIDATION_LAUNCHES + self.SLOW_CALLS:
             time.sleep(0.05)
         np.matmul(a, b, out=c)
 

@@ -54,17 +54,19 @@ def test_a_warm_up_slowed_by_a_busy_host_does_not_fail_an_honest_cpu_point(cfg, 
     assert min(bench["warmup_host_s"][1:]) > 3 * bench["median_s"]  # the warm-up alone would have failed it
 
 
-def test_a_long_first_launch_after_its_validation_is_warm_up_enough(cfg, tmp_path):
+def test_a_long_kernel_right_after_its_validation_launches_no_more_to_warm_up(cfg, tmp_path):
     """A kernel whose call is longer than a pause that starts a new stretch of device work (Load.IDLE_GAP_S), right
-    after its validation launched it at this shape: one warm-up launch, as warmup_runs asks, the seconds covered."""
+    after its validation launched it at this shape: the validation's launches are its warm-up's (warmup_runs asks
+    for no more), and they cover the seconds."""
     from gemmbench.measure import timing
+    from gemmbench.run import rows
 
     delay_ms = 2000 * timing.Load.IDLE_GAP_S
     cfg["params"] = {"cpu/planted-tunable": {"delay_ms": delay_ms}}
     cfg["timing"].update(warmup_runs=1, warmup_s=delay_ms / 4e3, min_samples=3, max_samples=3, min_time_s=0)
     _, _, bench = run_stages(cfg, tmp_path, "cpu/planted-tunable")
     assert bench["status"] == "ok", bench["message"]
-    assert bench["warmup_runs"] == 1
+    assert bench["warmup_runs"] == bench["warmup_validation_launches"] == rows.VALIDATION_LAUNCHES
 
 
 class _CpuHost:

@@ -43,21 +43,42 @@ def test_a_trial_clearly_behind_stops_after_its_first_samples_but_not_on_one_slo
     """Its fastest sample over behind_s after BEHIND_SAMPLES: it cannot be the pick. One sample under it (a dip met
     the others) goes on; so does a kernel short enough to be timed in batches, whose one-launch samples also time
     the gap beside the launch."""
+    ms = 1e-3  # samples far shorter than BEHIND_SPAN_S
+
     def sampler(**kwargs):
-        return timing.Sampler(min_samples=5, max_samples=50, rel_precision=1e-9, budget_s=60, behind_s=1.25,
+        return timing.Sampler(min_samples=5, max_samples=50, rel_precision=1e-9, budget_s=60, behind_s=1.25 * ms,
                               **kwargs)
 
     behind = sampler()
     for _ in range(timing.BEHIND_SAMPLES - 1):
-        behind.add(2.0)
+        behind.add(2 * ms)
         assert not behind.done
-    behind.add(2.0)
+    behind.add(2 * ms)
     assert behind.stopped_by == "behind" and not behind.converged and not behind.summary()["thin_median"]
-    near, unbatched = sampler(), sampler(short_s=5.0)
-    for sample in (2.0, 2.0, 1.2):
+    near, unbatched = sampler(), sampler(short_s=5 * ms)
+    for sample in (2 * ms, 2 * ms, 1.2 * ms):
         near.add(sample)
-        unbatched.add(2.0)
+        unbatched.add(2 * ms)
     assert not near.done and unbatched.stopped_by != "behind"
+
+
+def test_a_kernel_of_seconds_clearly_behind_stops_after_as_few_samples_as_span_a_dip_several_times():
+    """A sample that spans BEHIND_SPAN_S holds a power cap's dip (a tenth of a second) as a small part of it: one is
+    enough to say a trial of a kernel that takes a second is behind, and samples that add up to it are too."""
+    def sampler(**kwargs):
+        return timing.Sampler(min_samples=5, max_samples=50, rel_precision=1e-9, budget_s=60, **kwargs)
+
+    seconds_long = sampler(behind_s=1.25)
+    seconds_long.add(2.0)
+    assert seconds_long.stopped_by == "behind"
+    half_span = timing.BEHIND_SPAN_S / 2
+    two = sampler(behind_s=half_span)
+    two.add(1.1 * half_span)
+    assert not two.done
+    two.add(1.1 * half_span)
+    assert two.stopped_by == "behind"
+    assert [timing.behind_samples(s) for s in (1e-3, half_span, 2 * timing.BEHIND_SPAN_S)] == \
+        [timing.BEHIND_SAMPLES, 2, 1]
 
 
 def test_sampler_stops_at_the_budget_after_min_samples():
@@ -375,3 +396,34 @@ def test_a_searchs_trials_settle_once_per_shape_in_a_stretch_of_device_work():
     load.last -= 2 * timing.Load.IDLE_GAP_S  # as if the device had been idle since
     load.begin()
     assert load.first_at(shape)
+
+
+def test_a_validations_launches_count_as_the_warm_up_only_of_its_kernel_at_its_shape_right_after_it():
+    """Load.launched: the launches that ended the stretch's last work, for the same kernel at the same shape; none
+    after other work, for another kernel or shape, or once a pause began a new stretch. warm_up launches only what
+    `runs` asks beyond them."""
+    load, kernel, shape = timing.Load(), object(), (("m", 64), ("n", 64), ("k", 64))
+    load.begin()
+    load.end(kernel, shape, [0.5, 0.25])
+    load.begin()
+    assert load.launched(kernel, shape) == [0.5, 0.25]
+    assert load.launched(object(), shape) == [] and load.launched(kernel, shape[:2]) == []
+    load.end()  # a timed point's work
+    load.begin()
+    assert load.launched(kernel, shape) == []
+    load.end(kernel, shape, [0.5])
+    load.last -= 2 * timing.Load.IDLE_GAP_S  # as if the device had been idle since
+    load.begin()
+    assert load.launched(kernel, shape) == []
+
+    class Host:
+        BATCHES_SHORT_KERNELS = False
+        calls = 0
+
+        def host_time(self, run):
+            self.calls += 1
+            return 0.125
+
+    host = Host()
+    assert timing.warm_up(host, None, 2, 0.0, launched=[0.5, 0.25]) == [0.5, 0.25] and host.calls == 0
+    assert timing.warm_up(host, None, 3, 0.0, launched=[0.5]) == [0.5, 0.125, 0.125] and host.calls == 2

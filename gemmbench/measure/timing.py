@@ -11,6 +11,7 @@ import numpy as np
 AUDIT_LAUNCHES = 64  # launches each point tests at least, after its sampling, where the time allows
 AUDIT_MAX_S = 0.5  # and the audit takes at most this long, and no longer than the sampling did
 BEHIND_SAMPLES = 3  # a trial's samples before it may stop behind: its fastest of them, not one that met a dip
+BEHIND_SPAN_S = 0.3  # or fewer, where they span this much device time: a dip (a tenth of a second) is a small part
 
 
 def median_ci_rel(samples, resolution_s: float = 0.0) -> float:
@@ -38,10 +39,10 @@ class Sampler:
     about once a second (reports/examples/h200-power-cap), which moves the median of a window much shorter than
     that by several percent: while `slowed()` says the device is held down by power or heat, neither precision nor
     max_samples ends the sampling before it spans capped_span_s of wall time (the budget still does).
-    A search's trial stops after BEHIND_SAMPLES where even its fastest sample is over `behind_s` (a multiple of the
-    fastest median timed at its shape so far): it cannot be the pick, and the rest of its samples would only pin how
-    far behind it is. `converged` says only whether the precision target was met; `stopped_by` says what ended the
-    sampling.
+    A search's trial stops after BEHIND_SAMPLES (fewer for a kernel of seconds: `behind_samples`) where even its
+    fastest sample is over `behind_s` (a multiple of the fastest median timed at its shape so far): it cannot be the
+    pick, and the rest of its samples would only pin how far behind it is. `converged` says only whether the
+    precision target was met; `stopped_by` says what ended the sampling.
     """
 
     min_samples: int
@@ -53,7 +54,7 @@ class Sampler:
     short_s: float = 0.0  # a median under this after min_samples ends it ("short": batched samples time it instead)
     capped_span_s: float = 0.0
     slowed: Callable[[], bool] | None = None  # whether the device is held down by power or heat now
-    behind_s: float = 0.0  # a trial's fastest sample over this after BEHIND_SAMPLES ends it ("behind"); 0: never
+    behind_s: float = 0.0  # a trial's fastest sample over this after behind_samples ends it ("behind"); 0: never
     device_s: list = field(default_factory=list)
     started: float = field(default_factory=lambda: time.perf_counter())
 
@@ -78,7 +79,8 @@ class Sampler:
         median under short_s), "max_samples", "budget", or None."""
         n = len(self.device_s)
         # a sample under short_s times the launch's gap beside it (sample_batched): not yet a fair comparison
-        if self.behind_s and n >= BEHIND_SAMPLES and min(self.device_s) > max(self.behind_s, self.short_s):
+        if self.behind_s and n and n >= behind_samples(sum(self.device_s) / n) and \
+                min(self.device_s) > max(self.behind_s, self.short_s):
             return "behind"
         if self.short_s and n >= self.min_samples and np.median(self.device_s) < self.short_s:
             return "short"
@@ -110,7 +112,14 @@ class Sampler:
         }
 
 
-def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | None = None) -> list[float]:
+def behind_samples(sample_s: float) -> int:
+    """The samples a trial takes before it may stop behind, its samples each about `sample_s` long: BEHIND_SAMPLES,
+    or as few as span BEHIND_SPAN_S (one of a kernel that takes seconds)."""
+    return max(1, min(BEHIND_SAMPLES, math.ceil(BEHIND_SPAN_S / sample_s))) if sample_s > 0 else BEHIND_SAMPLES
+
+
+def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | None = None,
+            launched: list[float] = ()) -> list[float]:
     """Launches before sampling, each synchronised and timed on the host (the host time per call, launch and
     synchronisation included): JIT, module load and handles settle, and the device has been busy for `seconds` so
     that clocks reach their steady state under load (a power-capped GPU slows down within a second).
@@ -119,9 +128,12 @@ def warm_up(backend, run, runs: int, seconds: float = 0.0, busy_since: float | N
     loaded the kernel, so that launch is the device's work); the seconds count from there, else from the first launch.
     A kernel under BATCH_TARGET_S, on a backend that batches such kernels, spends no seconds: launches synchronised
     one by one leave its device idle most of the time (see settle), a load under which no clock moves.
-    Returns the host time of each launch."""
+    `launched`: the host times of this kernel's launches at this shape just before, in this stretch (its
+    validation's, Load.launched): they count as the first of the `runs`, as they paid the one-time costs and kept the
+    device busy (a kernel that takes a second launches no more).
+    Returns the host time of each launch, `launched` first."""
     start = time.perf_counter() if busy_since is None else busy_since
-    host_s = [backend.host_time(run)]
+    host_s = list(launched) or [backend.host_time(run)]
     while len(host_s) < runs:
         host_s.append(backend.host_time(run))
     if not _idling(backend, host_s):  # decided once: the loop below keeps the device as busy as it can
@@ -240,12 +252,20 @@ class Load:
     def __init__(self):
         self.since = self.last = None
         self.settled: set = set()  # the shapes a point settled the clocks at in this stretch
+        self.just_launched: tuple | None = None  # (kernel, shape, host times): the last work of the stretch
 
     def begin(self) -> float:
         now = time.perf_counter()
         if self.last is None or now - self.last > self.IDLE_GAP_S:
-            self.since, self.settled = now, set()
+            self.since, self.settled, self.just_launched = now, set(), None
         return self.since
+
+    def launched(self, kernel, shape) -> list[float]:
+        """The host times of the launches of `kernel` at `shape` that ended the stretch's last work (a point's
+        validation, right before the point is timed), or none where other work came after them or the stretch
+        began anew; read after begin()."""
+        kept = self.just_launched
+        return list(kept[2]) if kept and kept[0] is kernel and kept[1] == shape else []
 
     def first_at(self, sizes: dict) -> bool:
         """Whether no point settled the clocks at this shape in the current stretch (and, from now on, one has):
@@ -255,8 +275,10 @@ class Load:
         self.settled.add(shape)
         return first
 
-    def end(self) -> None:
+    def end(self, kernel=None, shape=None, host_s: list[float] = ()) -> None:
+        """The stretch's work so far is done; `host_s`: it ended with these launches of `kernel` at `shape`."""
         self.last = time.perf_counter()
+        self.just_launched = (kernel, shape, list(host_s)) if host_s else None
 
 
 LOAD = Load()  # this process's stretch of device work

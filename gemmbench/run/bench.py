@@ -42,8 +42,10 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         # the device's stretch of work as it stands before the first launch (timing.warm_up): read after it, a long
         # first launch would start a stretch anew and want more launches
         since = timing.LOAD.begin()
+        validated = timing.LOAD.launched(built, tuple(point.sizes.items()))  # its validation's, just before
         with backend.watch() as warming:
-            host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], since)
+            host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], since,
+                                    validated)
         outside = backend.runs_outside_stream(run, ledger.out) if tuning != "trial" else None
         if outside:
             return {"status": "failed", "message": f"not timed: {outside} (its events would time nothing)",
@@ -109,6 +111,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         "throttle_reasons": ",".join(slowdown + (["sm_clock_dropped"] if clock_drop else [])),
         # the launches before the first timed one (one-time costs) tell nothing about a call's host time
         "host_median_s": host_median_s, "warmup_runs": len(host_s),
+        "warmup_validation_launches": len(validated),  # of warmup_runs, those its validation made right before
         "measure_s": time.perf_counter() - start,  # warm-up, sampling and the checks of what was timed
         "settle_s": settle_s,
         # how long the point waited for its GPU to be free of contexts coming and going (NaN: not pinned, or never)

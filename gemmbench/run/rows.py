@@ -141,10 +141,11 @@ def validate_row(variant, chosen, backend, task: Task, point: Point, launches: i
     k = workload.reduction(point.sizes)
     # before any launch: the variant may write its inputs, and the reference is of the inputs as they were given
     expected, reference_s = kept_reference(workload, backend, operands, point, task.mode)
+    host_s = []  # each launch's, as a warm-up's are timed: the timing right after it counts them (Load.launched)
     for launch in range(1, launches + 1):
         out.fill(np.nan)
-        variant.run(built.artifact, *operands, out, backend.stream)
         backend.synchronize()
+        host_s.append(backend.host_time(lambda: variant.run(built.artifact, *operands, out, backend.stream)))
         try:  # a variant that wrote the harness's reference while it ran is caught before the comparison
             REFERENCES.check(backend, expected)
         except ReferenceChanged as exc:
@@ -154,7 +155,9 @@ def validate_row(variant, chosen, backend, task: Task, point: Point, launches: i
         if status != "ok":
             message = f"launch {launch} of {launches}: {message}"
             break
-    timing.LOAD.end()  # the device was busy: a timing right after it warms up no longer than its stretch asks
+    # the device was busy: a timing right after it warms up no longer than its stretch asks, and counts these
+    # launches of its kernel at its shape as its warm-up's first
+    timing.LOAD.end(built, tuple(point.sizes.items()), host_s if status == "ok" else ())
     return {"status": status, "message": message, "tolerance": checking.bound(task.mode, k),
             **checking.error_units(errors, task.mode, k), "params": json.dumps(params), **errors,
             "validate_s": time.perf_counter() - start, "fp64_reference_s": reference_s}

@@ -346,7 +346,7 @@ def estimate(config: dict, variant: registry.Variant, mode: str) -> tuple[float,
     search of it (on any GPU model: the first found), with the model it came from; None where no committed search of
     it was timed (a variant's own search, or none yet). Each trial is modelled from its median as this run's tune
     section would time it (its timing, narrow_to, and stop_behind: a trial behind the fastest timed before it at its
-    size takes BEHIND_SAMPLES samples), and so are the serving checks of each class's fastest (its contenders at every
+    size takes timing.behind_samples), and so are the serving checks of each class's fastest (its contenders at every
     shape the class serves, at that median scaled by the FLOPs) and the pick's audit; each point also costs what the
     committed trials that kept their seconds spent beyond their launches (`point_overhead_s`). Left out: the compiles,
     which other jobs make beside the GPU's, and each job's start and hand-offs to its worker."""
@@ -400,13 +400,13 @@ def _point_overhead_s(timing_json: str) -> float:
 
 
 def _timed_s(timing_: dict, median_s: float, behind: bool = False, launches: int = TRIAL_VALIDATION_LAUNCHES) -> float:
-    """A trial's seconds on the GPU, modelled from its median: its validation's launches, the warm-up's (the seconds
-    of a stretch's warm-up are spent once, before its first trial) and its samples under `timing_` (the tune
-    timing), or BEHIND_SAMPLES of them where it stops `behind`."""
+    """A trial's seconds on the GPU, modelled from its median: its validation's launches, which its warm-up's count
+    (the seconds of a stretch's warm-up are spent once, before its first trial), and its samples under `timing_`
+    (the tune timing), or timing.behind_samples of them where it stops `behind`."""
     m, t = median_s, timing_
-    sampling = timing.BEHIND_SAMPLES * m if behind else min(
+    sampling = timing.behind_samples(m) * m if behind else min(
         max(t["min_samples"] * m, t["min_time_s"]), max(t["budget_s"], t["min_samples"] * m), t["max_samples"] * m)
-    return (launches + t["warmup_runs"]) * m + sampling
+    return max(launches, t["warmup_runs"]) * m + sampling
 
 
 TRIAL_FIELDS = ("status", "message", "median_s", "tflops", "rel_error", "registers", "compile_s", "throttled",
