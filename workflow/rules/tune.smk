@@ -15,10 +15,13 @@ rule tune:
     resources:
         gpu=tuning_gpus,
     params:
-        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+        config=lambda w: json.dumps(config_for(config, "tune", f"{w.family}/{w.variant}", w.mode)),
         space=lambda w: variant_of(w).space,
-    script:
-        "../scripts/tune.py"
+        timed=lambda w: tune_timed(w).get("timed", ""),
+    shell:
+        "python -m gemmbench.job tune --config {params.config:q} --log {log:q} "
+        "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --gpu {wildcards.gpu} "
+        "--out {output:q} --timed {params.timed:q}"
 
 
 # The tuning record: the tune job's picks with what the compiler makes of each (their generated code, which a record
@@ -69,7 +72,8 @@ rule tune_compile:
 
 
 # A variant specialised per shape (tune_timed): its trials, timed on the GPU; the tune job checks and audits the picks
-# once tune_check_compile has compiled the checks' kernels beside the GPU's jobs.
+# once tune_check_compile has compiled the checks' kernels beside the GPU's jobs. Shell commands, as measure's: both
+# are on the GPU's serial path.
 rule tune_trials:
     input:
         sources=variant_sources,
@@ -86,10 +90,12 @@ rule tune_trials:
     resources:
         gpu=gpus_needed,
     params:
-        config=lambda w: config_for(config, "tune", f"{w.family}/{w.variant}", w.mode),
+        config=lambda w: json.dumps(config_for(config, "tune", f"{w.family}/{w.variant}", w.mode)),
         space=lambda w: variant_of(w).space,
-    script:
-        "../scripts/tune_trials.py"
+    shell:
+        "python -m gemmbench.job tune_trials --config {params.config:q} --log {log:q} "
+        "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --gpu {wildcards.gpu} "
+        "--out {output:q}"
 
 
 rule tune_check_compile:
