@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument(f"--{name}", required=True)
     for name in ("build", "validation", "bench", "out", "gpu"):
         parser.add_argument(f"--{name}")
-    parser.add_argument("--timed", help="tune: the tune_trials job's file, where one timed the trials")
+    # the rule passes it always, empty where no tune_trials job timed the trials (Snakemake quotes "" as nothing)
+    parser.add_argument("--timed", nargs="?", default="",
+                        help="tune: the tune_trials job's file, where one timed the trials")
     args = parser.parse_args(argv)
     missing = [f"--{name}" for name in NEEDS[args.stage] if not getattr(args, name)]
     if missing:

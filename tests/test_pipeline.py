@@ -209,6 +209,36 @@ def test_faulty_variants_end_as_status_rows_and_the_report_is_still_made(tmp_pat
     assert "planted-wrong" in html and "timeout" in html
 
 
+def test_the_gpu_paths_job_commands_as_snakemake_writes_them_reach_their_stages(tmp_path, monkeypatch):
+    """The shell commands of the GPU's jobs (a search's tune_trials and tune, measure), as a dry run on a GPU model
+    with no records prints them, each parse into the call of its stage: a tune job with no tune_trials file to pass
+    included (Snakemake quotes an empty argument as nothing)."""
+    import shlex
+
+    from gemmbench import job, logs
+    from gemmbench.stages import measure, tune
+
+    result = snakemake(tmp_path, "-n", "-p", "--config", "device=cuda", "tune={gpu: A GPU nobody tuned for}",
+                       "variants=[cupy/03_smem_tiles,tvm/02_d2l_vectorized]", "modes=[fp32]")
+    assert result.returncode == 0, result.stderr[-3000:]
+    prefix = "Shell command: python -m gemmbench.job "
+    commands = [shlex.split(line.split(prefix, 1)[1]) for line in result.stdout.splitlines() if prefix in line]
+    called = []
+    monkeypatch.setattr(logs, "setup", lambda path: None)
+    for module, name in ((tune, "run"), (tune, "trials"), (measure, "run")):
+        monkeypatch.setattr(module, name, lambda *args, stage=f"{module.__name__}.{name}", **kwargs:
+                            called.append((stage, args[1], kwargs.get("timed", ""))))
+    for argv in commands:
+        job.main(argv)
+    assert sorted(set(called)) == [
+        ("gemmbench.stages.measure.run", "cupy/03_smem_tiles", ""),
+        ("gemmbench.stages.measure.run", "tvm/02_d2l_vectorized", ""),
+        ("gemmbench.stages.tune.run", "cupy/03_smem_tiles", None),
+        ("gemmbench.stages.tune.run", "tvm/02_d2l_vectorized",
+         "results/tune/a-gpu-nobody-tuned-for/tvm/02_d2l_vectorized/fp32.trials.json"),
+        ("gemmbench.stages.tune.trials", "tvm/02_d2l_vectorized", "")]
+
+
 def test_a_killed_run_continues_with_the_same_command_and_measures_only_the_missing_points(tmp_path, cpu_config):
     """kill -9 of the whole run (Snakemake and its jobs) during bench, then the README's command again, as it was:
     no --unlock or other step; the points finished before the kill are kept byte for byte, only the rest measured."""
