@@ -31,9 +31,8 @@ def methodology(config: dict, devices: list[dict]) -> dict:
                         f"whose timer is the call itself, one call's median stands, the batched one beside it",
         "Sampling": f"at least {timing['warmup_runs']} warm-up launches per point (its validation's launches right "
                     f"before it count: they paid the one-time costs and kept the device busy), and the device kept "
-                    f"busy for "
-                    f"{timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a variant's "
-                    f"points back to back, so only its first point waits that long; a GPU kernel under "
+                    f"busy for {timing['warmup_s']} s before sampling (clocks settle under load; one worker runs a "
+                    f"variant's points back to back, so only its first point waits that long; a GPU kernel under "
                     f"{BATCH_TARGET_S * 1e6:.0f} µs, launched one at a time, idles the GPU and waits none); on a "
                     f"GPU the warm-up goes on, in "
                     f"{SETTLE_WINDOW_S} s windows (the warm-up's own launches count as the first where they span one"
