@@ -260,25 +260,30 @@ class Load:
             self.since, self.settled, self.just_launched = now, set(), None
         return self.since
 
-    def launched(self, kernel, shape) -> list[float]:
-        """The host times of the launches of `kernel` at `shape` that ended the stretch's last work (a point's
-        validation, right before the point is timed), or none where other work came after them or the stretch
-        began anew; read after begin()."""
+    @staticmethod
+    def _shape(sizes: dict) -> tuple:
+        return tuple(sorted(sizes.items()))
+
+    def launched(self, kernel, sizes: dict) -> list[float]:
+        """The host times of the launches of `kernel` at the shape `sizes` that ended the stretch's last work (a
+        point's validation, right before the point is timed), or none where other work came after them or the
+        stretch began anew; read after begin()."""
         kept = self.just_launched
-        return list(kept[2]) if kept and kept[0] is kernel and kept[1] == shape else []
+        return list(kept[2]) if kept and kept[0] is kernel and kept[1] == self._shape(sizes) else []
 
     def first_at(self, sizes: dict) -> bool:
         """Whether no point settled the clocks at this shape in the current stretch (and, from now on, one has):
         a search's candidates run back to back at one shape, each under much the same load."""
-        shape = tuple(sorted(sizes.items()))
+        shape = self._shape(sizes)
         first = shape not in self.settled
         self.settled.add(shape)
         return first
 
-    def end(self, kernel=None, shape=None, host_s: list[float] = ()) -> None:
-        """The stretch's work so far is done; `host_s`: it ended with these launches of `kernel` at `shape`."""
+    def end(self, kernel=None, sizes: dict | None = None, host_s: list[float] = ()) -> None:
+        """The stretch's work so far is done; `host_s`: it ended with these launches of `kernel` at the shape
+        `sizes`."""
         self.last = time.perf_counter()
-        self.just_launched = (kernel, shape, list(host_s)) if host_s else None
+        self.just_launched = (kernel, self._shape(sizes), list(host_s)) if host_s else None
 
 
 LOAD = Load()  # this process's stretch of device work

@@ -42,7 +42,7 @@ def bench_row(variant, chosen, backend, task: Task, point: Point, device: dict |
         # the device's stretch of work as it stands before the first launch (timing.warm_up): read after it, a long
         # first launch would start a stretch anew and want more launches
         since = timing.LOAD.begin()
-        validated = timing.LOAD.launched(built, tuple(point.sizes.items()))  # its validation's, just before
+        validated = timing.LOAD.launched(built, point.sizes)  # its validation's, just before
         with backend.watch() as warming:
             host_s = timing.warm_up(backend, run, task.timing["warmup_runs"], task.timing["warmup_s"], since,
                                     validated)

@@ -157,7 +157,7 @@ def validate_row(variant, chosen, backend, task: Task, point: Point, launches: i
             break
     # the device was busy: a timing right after it warms up no longer than its stretch asks, and counts these
     # launches of its kernel at its shape as its warm-up's first
-    timing.LOAD.end(built, tuple(point.sizes.items()), host_s if status == "ok" else ())
+    timing.LOAD.end(built, point.sizes, host_s if status == "ok" else ())
     return {"status": status, "message": message, "tolerance": checking.bound(task.mode, k),
             **checking.error_units(errors, task.mode, k), "params": json.dumps(params), **errors,
             "validate_s": time.perf_counter() - start, "fp64_reference_s": reference_s}
