@@ -10,6 +10,7 @@ rule tune:
         "results/logs/tune/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune/{gpu}/{family}/{variant}/{mode}.tsv"
+    priority: per_shape_first
     conda:
         "../../environment.yml"
     resources:
@@ -36,6 +37,7 @@ rule tune_code:
         "results/logs/tune_code/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_code/{gpu}/{family}/{variant}/{mode}.tsv"
+    priority: per_shape_first
     conda:
         "../../environment.yml"
     params:
@@ -58,7 +60,7 @@ rule tune_compile:
         "results/logs/tune_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_compile/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: 1
+    priority: 2
     conda:
         "../../environment.yml"
     threads: compile_threads
@@ -85,6 +87,7 @@ rule tune_trials:
         "results/logs/tune_trials/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_trials/{gpu}/{family}/{variant}/{mode}.tsv"
+    priority: per_shape_first
     conda:
         "../../environment.yml"
     resources:
@@ -108,7 +111,7 @@ rule tune_check_compile:
         "results/logs/tune_check_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_check_compile/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: 1  # as tune_compile's: the search's tune job waits for it
+    priority: 2  # as tune_compile's: the search's tune job waits for it
     conda:
         "../../environment.yml"
     threads: compile_threads
