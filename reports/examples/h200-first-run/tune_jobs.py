@@ -1,24 +1,27 @@
 """Run in the first run's folder (its results/). Where each search's GPU seconds went: the wall of its GPU jobs
 (Snakemake's benchmark files: tune, and tune_trials for a TVM search) against the seconds its record's rows account
 for (trials, serving checks, audits of the picks; settling is inside each row's measure_s), and how many of its
-trials stopped behind (tune.stop_behind)."""
+trials stopped behind (tune.stop_behind). Usage: python tune_jobs.py [GPU] (nvidia-h200 unless named)."""
 import glob
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+GPU = sys.argv[1] if len(sys.argv) > 1 else "nvidia-h200"
+
 
 def wall(stage, job):
-    path = Path(f"results/benchmarks/{stage}/nvidia-h200/{job}.tsv")
+    path = Path(f"results/benchmarks/{stage}/{GPU}/{job}.tsv")
     return pd.read_csv(path, sep="\t").s.iloc[-1] if path.exists() else 0.0
 
 
 rows = []
-for path in sorted(glob.glob("results/tune/nvidia-h200/*/*/*.json")):
+for path in sorted(glob.glob(f"results/tune/{GPU}/*/*/*.json")):
     if path.count(".") != 1:
         continue
-    job = path.split("nvidia-h200/")[1][:-5]
+    job = path.split(f"{GPU}/")[1][:-5]
     record = json.load(open(path))
     parts = {name: record.get(name, []) for name in ("trials", "checks", "audits")}
     row = {"job": job, "wall_s": wall("tune", job) + wall("tune_trials", job),
