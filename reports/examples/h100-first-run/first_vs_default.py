@@ -6,7 +6,7 @@ import sys
 
 import pandas as pd
 
-from gemmbench.present import tables
+from gemmbench.present import analysis, tables
 
 first, default = (pd.read_csv(path) for path in sys.argv[1:3])
 both = tables.compare(default, first, min_size=1024)
@@ -31,3 +31,15 @@ per_variant = both.groupby(["family", "variant", "mode"]).agg(
     worst_diff_pct=("diff_pct", "max"), default_tuning=("tuning_default", lambda t: t.iloc[0].split(" ")[0]))
 print("Per variant and mode (the default run's tuning: committed, or transferred from the H200's records):")
 print(per_variant.to_string(float_format=lambda x: f"{x:+.1f}"))
+print()
+# Every point (cuBLAS and the CPU's included) whose parameters the two runs share, as the report's comparison
+# section reads two runs: how far two runs of one kernel agree on this GPU, the first run's beside its searches.
+keys_params = default[keys + ["params"]].rename(columns={"params": "params_default"})
+shared = first.merge(keys_params, on=keys, how="left")
+shared = shared[shared.params.fillna("") == shared.params_default.fillna("")].drop(columns="params_default")
+found = analysis.comparison(shared, "default run", default)
+print("The points whose parameters the two runs share (analysis.comparison, the first run against the default run):")
+print(found["text"])
+print(found["agreement"])
+for point in found["outside"]:
+    print(f"  {point['diff']:>7}  {point['point']}: {point['reason']}")
