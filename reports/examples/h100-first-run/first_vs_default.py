@@ -14,7 +14,7 @@ both = both[both.m >= 1024]  # b2b shapes too (min_size reads n and k, which the
 keys = ["workload", "family", "variant", "mode", "m", "n", "k", "k0", "n0", "n1"]
 params = [frame[keys + ["params", "tuning"]].fillna({"tuning": "untuned"}) for frame in (first, default)]
 both = both.merge(params[0], on=keys, how="left").merge(params[1], on=keys, how="left", suffixes=("", "_default"))
-both["same_params"] = both.params == both.params_default
+both["same_params"] = both.params.fillna("") == both.params_default.fillna("")  # as `shared` below
 both = both[~both.family.isin(["cublas", "cpu"])]
 for same, part in both.groupby("same_params"):
     within = (part.diff_pct.abs() <= 2).sum()
