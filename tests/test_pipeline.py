@@ -148,8 +148,8 @@ def test_the_metaschedule_variant_runs_only_with_a_tuning_budget_or_a_committed_
 def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_only_times_them(tmp_path):
     """On a GPU model with no records, each generic search's candidates are compiled by a job of their own that asks
     for no GPU (as builds), and its tune job waits for it; MetaSchedule's search (rounds) and a committed record
-    plan none. The compiles the GPU's searches wait for go before the jobs that feed only measure jobs, and a variant
-    compiled per shape has its jobs from its search to its build go first (common.smk, per_shape_first)."""
+    plan none. The compiles the GPU's searches wait for go before the jobs that feed only measure jobs, and the GPU's
+    jobs before every other (common.smk, gpu_first)."""
     result = snakemake(tmp_path, "-n", "--cores", "8", "--config", "device=cuda", "tune={gpu: A GPU nobody tuned for}")
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = planned_jobs(result.stdout + result.stderr)
@@ -172,12 +172,9 @@ def test_a_search_compiles_its_candidates_beside_the_gpus_jobs_and_the_tune_job_
                 for rule in ("tune_compile", "tune_check_compile", "build", "tune_code")}
     assert min(priority["tune_compile"] | priority["tune_check_compile"]) > \
         max(priority["build"] | priority["tune_code"])
-    # After its search, a variant compiled per shape has the longest CPU work before its measure job (tune_code per
-    # class, build per shape): its jobs from the search to the build go before their kind's others.
-    for rule in ("tune_trials", "tune", "tune_code", "build"):
-        first = {job_key(job) for job in jobs if job["rule"] == rule and job["priority"] > 0}
-        assert first == {job_key(job) for job in jobs if job["rule"] == rule and job_key(job) in per_shape}, rule
-        assert first, rule
+    on_gpu = [job for job in jobs if job["gpu"] == "1"]
+    assert {job["rule"] for job in on_gpu} == {"tune", "tune_trials", "measure"}
+    assert min(job["priority"] for job in on_gpu) > max(job["priority"] for job in jobs if job["gpu"] == "0")
     result = snakemake(tmp_path, "-n", "--config", "device=cuda", "tune={gpu: NVIDIA H100 80GB HBM3}")
     out = result.stdout + result.stderr
     assert result.returncode == 0 and "rule tune_compile" not in out and "rule tune_trials" not in out

@@ -8,7 +8,6 @@ rule build:
         "results/logs/build/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/build/{family}/{variant}/{mode}.tsv"
-    priority: per_shape_first
     conda:
         "../../environment.yml"
     resources:

@@ -173,13 +173,12 @@ def tune_timed(wildcards):
     return {"timed": f"{stem}.trials.json", "checks_compiled": f"{stem}.checks.json"}
 
 
-def per_shape_first(wildcards):
-    """The priority of a job between the search and the measure job of a variant compiled per shape (TVM's, `prepare`):
-    its tune_code compiles each class's pick and its build a kernel per shape, the longest CPU work after a search.
-    Where several jobs of a kind are ready, its go first, so that work runs beside the GPU's other jobs rather than
-    after them (a first run's GPU waited at its end while TVM 05's ran: reports/examples/h100-first-run). Below the
-    compiles a search waits for (tune_compile, tune_check_compile: 2)."""
-    return 1 if variant_of(wildcards).prepare else 0
+def gpu_first(holds_gpu):
+    """The priority of a job that may hold the GPU (holds_gpu(wildcards): its GPUs): above every job that holds none, a
+    search's compiles (1) included, so that the GPU's next job takes the first core that frees. A search's compiles
+    take all cores but one, and where a build or tune_code took that one, the GPU waited with ready jobs
+    (reports/examples/h100-first-run/per-shape-first)."""
+    return lambda wildcards: 2 if holds_gpu(wildcards) else 0
 
 
 def compile_threads(wildcards):

@@ -11,6 +11,7 @@ rule measure:
         "results/logs/measure/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/measure/{family}/{variant}/{mode}.tsv"
+    priority: gpu_first(gpus_needed)
     conda:
         "../../environment.yml"
     threads: threads_needed

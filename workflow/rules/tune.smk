@@ -10,7 +10,7 @@ rule tune:
         "results/logs/tune/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: per_shape_first
+    priority: gpu_first(tuning_gpus)
     conda:
         "../../environment.yml"
     resources:
@@ -37,7 +37,6 @@ rule tune_code:
         "results/logs/tune_code/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_code/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: per_shape_first
     conda:
         "../../environment.yml"
     params:
@@ -60,7 +59,7 @@ rule tune_compile:
         "results/logs/tune_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_compile/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: 2
+    priority: 1
     conda:
         "../../environment.yml"
     threads: compile_threads
@@ -87,7 +86,7 @@ rule tune_trials:
         "results/logs/tune_trials/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_trials/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: per_shape_first
+    priority: gpu_first(gpus_needed)
     conda:
         "../../environment.yml"
     resources:
@@ -111,7 +110,7 @@ rule tune_check_compile:
         "results/logs/tune_check_compile/{gpu}/{family}/{variant}/{mode}.log",
     benchmark:
         "results/benchmarks/tune_check_compile/{gpu}/{family}/{variant}/{mode}.tsv"
-    priority: 2  # as tune_compile's: the search's tune job waits for it
+    priority: 1  # as tune_compile's: the search's tune job waits for it
     conda:
         "../../environment.yml"
     threads: compile_threads
