@@ -18,9 +18,9 @@ SCHEMES = {
     "per_shape_first": lambda rule, key: 2 if rule in ("tune_compile", "tune_check_compile")
     else 1 if key[0] == "tvm" and key[1] not in ("07_tirx_wgmma", "08_tirx_registers")
     and rule in ("tune_trials", "tune", "tune_code", "build") else 0,
-    # fc3386b and this tree: only the compiles a search waits for go first.
+    # fc3386b: only the compiles a search waits for go first.
     "compiles_first": lambda rule, key: 1 if rule in ("tune_compile", "tune_check_compile") else 0,
-    # Not in the workflow: the GPU's jobs, then the compiles, before the rest.
+    # The tree after this run (gpu_first): the GPU's jobs, then the compiles, before the rest.
     "gpu_jobs_first": lambda rule, key: 2 if rule in ("tune_trials", "measure") and key[0] != "cpu"
     or rule == "tune" and key in searched
     else 1 if rule in ("tune_compile", "tune_check_compile") else 0,
@@ -33,8 +33,6 @@ for line in Path(sys.argv[1]).read_text().splitlines():
     fields = dict(re.findall(r"(\w+)=([^,]+)", names))
     jobs.append((rule, float(end) - float(start), (fields.get("family"), fields.get("variant"), fields.get("mode"))))
 scale = float(sys.argv[2])
-
-
 searched = {key for rule, _, key in jobs if rule == "tune_compile"}  # elsewhere the tune job reuses a record: no GPU
 
 
