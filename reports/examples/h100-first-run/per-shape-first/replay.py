@@ -5,7 +5,8 @@ measure); aggregate, plot and report wait for every measure job. Threads and GPU
 compiles 15 of the 16 cores, a CPU variant's measure all 16, the GPU's jobs (tune_trials, a tune job that searches,
 measure) gpu=1 of 1. Not modelled: the compiles' workers slowing each other, so the walls stay this run's; and each
 replayed job's own start (a fraction of a second, divided by SCALE) is added to the run's.
-Usage: python replay.py jobs.txt SCALE (replay seconds per run second, e.g. 0.2)"""
+Usage: python replay.py jobs.txt SCALE [SCHEME ...] (replay seconds per run second, e.g. 0.2; the first three schemes
+unless named)"""
 import re
 import subprocess
 import sys
@@ -24,6 +25,9 @@ SCHEMES = {
     "gpu_jobs_first": lambda rule, key: 2 if rule in ("tune_trials", "measure") and key[0] != "cpu"
     or rule == "tune" and key in searched
     else 1 if rule in ("tune_compile", "tune_check_compile") else 0,
+    # gpu_jobs_first, and a GPU variant's build level with the compiles: at the run's start, the builds that feed
+    # the GPU's first jobs take the cores before a search's compiles take 15 of them.
+    "builds_too": lambda rule, key: SCHEMES["gpu_jobs_first"](rule, key) or int(rule == "build" and key[0] != "cpu"),
 }
 CHAIN = ["tune_compile", "tune_trials", "tune_check_compile", "tune", "tune_code", "build", "measure"]
 
@@ -57,20 +61,22 @@ def snakefile(priority) -> str:
             f'    shell: "sleep {tail * scale:.2f}; touch {{output}}"\n\n' + "\n".join(rules))
 
 
-def gpu_waited(where: Path) -> float:
-    """Seconds between the GPU's jobs in which it held none, from the stamps each job wrote."""
+def gpu_waited(where: Path, begin: float) -> tuple[float, float]:
+    """Seconds from the run's start to the GPU's first job, and between its jobs in which it held none, from the
+    stamps each job wrote."""
     held = sorted(tuple(map(float, path.read_text().split()[2:4])) for path in Path(where, "out").glob("[0-9]*")
                   if path.read_text().split()[1] == "1")
     waited, busy = 0.0, held[0][0]
     for start, end in held:
         waited += max(0.0, start - busy)
         busy = max(busy, end)
-    return waited
+    return held[0][0] - begin, waited
 
 
 with tempfile.TemporaryDirectory() as root:  # the schemes side by side: the jobs sleep, so they do not compete
     runs = {}
-    for name, priority in SCHEMES.items():
+    for name in sys.argv[3:] or list(SCHEMES)[:3]:
+        priority = SCHEMES[name]
         Path(root, name).mkdir()
         Path(root, name, "Snakefile").write_text(snakefile(priority))
         runs[name] = (time.time(), subprocess.Popen(["snakemake", "--cores", "16", "--resources", "gpu=1", "--quiet",
@@ -78,5 +84,6 @@ with tempfile.TemporaryDirectory() as root:  # the schemes side by side: the job
     for name, (begin, process) in runs.items():
         assert process.wait() == 0, name
         wall = (Path(root, name, "out/end").stat().st_mtime - begin) / scale
-        print(f"{name:16} run {wall:7.1f} s, the GPU waited {gpu_waited(Path(root, name)) / scale:6.1f} s between "
-              f"its jobs")
+        first, waited = gpu_waited(Path(root, name), begin)
+        print(f"{name:16} run {wall:7.1f} s, the GPU's first job at {first / scale:5.1f} s, then it waited "
+              f"{waited / scale:6.1f} s between its jobs")
