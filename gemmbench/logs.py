@@ -18,6 +18,15 @@ def setup(log_path: str | None = None) -> logging.Logger:
     return logger
 
 
+def job_started(key: str, mode: str) -> None:
+    """Log how long this job's process ran before its stage began: a job on the GPU's path holds the GPU from its
+    start."""
+    process_s = process_age_s()
+    if process_s is not None:
+        logging.getLogger("gemmbench").info("%s %s: the job's process started %.2f s before the stage (interpreter, "
+                                            "imports)", key, mode, process_s)
+
+
 def process_age_s() -> float | None:
     """Seconds since this process started (Linux; None elsewhere): for a job's process, what its interpreter
     and imports (and a script job's Snakemake preamble) took before the stage began."""

@@ -27,10 +27,7 @@ def run(config: dict, key: str, mode: str, build_path, validation_out, bench_out
     determines it (the build, the timing settings): a rerun (after a kill, say) reuses the ok rows whose key still
     matches where their shape passes validation again, and times only the rest (points that ended in error, timeout
     or oom are timed again)."""
-    process_s = logs.process_age_s()
-    if process_s is not None:
-        log.info("%s %s: the job's process started %.2f s before the stage (interpreter, imports)", key, mode,
-                 process_s)
+    logs.job_started(key, mode)
     variant, built = variant_of(config, key), read_json(build_path)
     refused = built.get("prepare_refused") or {}
     checks = validation_shapes(config, variant, built.get("tuned"))

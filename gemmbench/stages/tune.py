@@ -4,8 +4,10 @@ and otherwise the space is searched here (tuning/search.py)."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
+from gemmbench import logs
 from gemmbench.files import read_json, write_json
 from gemmbench.stages.common import variant_of
 from gemmbench.tuning import records, search
@@ -19,10 +21,13 @@ def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
     record is written without its `generated` code, which the tune_code job adds (`code`). `timed`: the file of a
     variant specialised per shape whose trials the tune_trials job timed (`trials`); this job then checks and audits
     the picks."""
+    logs.job_started(key, mode)
+    start = time.perf_counter()
     variant = variant_of(config, key)
     settings = records.settings(config["tune"], variant)
     expected = records.key(variant, mode, settings)
     committed, record = records.committed(config["tune"], variant, mode, gpu)
+    keyed_s = time.perf_counter() - start
     if record:
         reused_from = records.shown(committed)
         log.info("%s %s: reusing the committed tuning result %s", key, mode, reused_from)
@@ -43,6 +48,9 @@ def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
         return record
     if facts:  # what another GPU model's run needs to know to take these records (tune.transferred)
         write_json(Path(out).parents[2] / records.GPU_FACTS, facts)
+    # a search holds the GPU from its job's start: what it spends before searching, stamped
+    log.info("%s %s: the record's key and the committed records' lookup took %.2f s, the GPU's facts and the "
+             "transfer's lookup %.2f s", key, mode, keyed_s, time.perf_counter() - start - keyed_s)
     if variant.tuner:
         record = search.own_search(config, variant, mode, gpu, settings, expected, committed, stem(out))
     else:
@@ -67,6 +75,7 @@ def trials(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     """The tune_trials job of a variant specialised per shape, searched here: its trials timed on the GPU, so that
     the tune_check_compile job can compile its serving checks' kernels beside the GPU's jobs before the tune job
     checks and audits the picks."""
+    logs.job_started(key, mode)
     variant = variant_of(config, key)
     settings = records.settings(config["tune"], variant)
     timed = search.time_trials(config, variant, mode, gpu, settings, records.committed_path(gpu, variant, mode),
