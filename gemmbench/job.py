@@ -9,7 +9,7 @@ job's preamble does, a sixth of a second a job); the rule passes what Snakemake 
   python -m gemmbench.job tune_trials --config JSON --log LOG --variant FAMILY/NAME --mode MODE --gpu GPU
                                       --out OUT.trials.json
   python -m gemmbench.job tune --config JSON --log LOG --variant FAMILY/NAME --mode MODE --gpu GPU
-                               --out OUT.picked.json [--timed OUT.trials.json]
+                               --out OUT.picked.json [--timed OUT.trials.json] [--holds-gpu N]
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     # the rule passes it always, empty where no tune_trials job timed the trials (Snakemake quotes "" as nothing)
     parser.add_argument("--timed", nargs="?", default="",
                         help="tune: the tune_trials job's file, where one timed the trials")
+    parser.add_argument("--holds-gpu", type=int, default=0, help="tune: the GPUs the job holds (Snakemake's resource)")
     args = parser.parse_args(argv)
     missing = [f"--{name}" for name in NEEDS[args.stage] if not getattr(args, name)]
     if missing:
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from gemmbench.stages import tune
 
-        tune.run(args.config, args.variant, args.mode, args.gpu, args.out, timed=args.timed or None)
+        tune.run(args.config, args.variant, args.mode, args.gpu, args.out, timed=args.timed or None,
+                 holds_gpu=args.holds_gpu > 0)
 
 
 if __name__ == "__main__":

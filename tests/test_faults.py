@@ -237,6 +237,32 @@ def test_a_search_says_what_its_job_spent_before_searching(tmp_path, cpu_config,
         assert "the job's process started" in said[0]
 
 
+def test_a_search_that_holds_the_gpu_keys_its_record_with_the_toolchain_its_worker_reports(tmp_path, cpu_config,
+                                                                                          monkeypatch):
+    """A job that holds the GPU learns the toolchain and GPU from the resident worker that compiles and times its
+    trials, not by importing CuPy itself: the job's own lookup is never called, and the record is keyed with the
+    worker's versions (which, from the same environment, are the host's)."""
+    from gemmbench.measure import provenance
+    from gemmbench.tuning import records
+
+    own = provenance.toolchain()
+    monkeypatch.setattr(records, "_reported", {})
+
+    def looked_up_here():
+        raise AssertionError("the job looked up its own toolchain")
+
+    monkeypatch.setattr(provenance, "toolchain", looked_up_here)
+    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 1, "size_classes": [32]},
+                      cache_dir=str(tmp_path / "cache"))
+    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    cfg = configuration.validate(cpu_config)
+    record = tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "t.json", holds_gpu=True)
+    variant = common.variant_of(cfg, "cpu/planted-tunable")
+    assert record["compilers"] == records.relevant(variant, own)
+    assert record["key"] == records.key(variant, "fp32", record["settings"], with_compilers=own)
+    assert records.host_gpu() is None  # a CPU worker reports no GPU
+
+
 def _in_process(task, timeout_s, describe=None, on_row=None, log_rows=True):
     """supervise.run_task's rows, from the worker's loop run in this process (so that a test sees inside it)."""
     from gemmbench.run import worker

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -258,10 +259,10 @@ RESIDENT_KINDS = ("measure", "tune", *LAUNCH_FREE)
 
 def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
              on_row=lambda i, row, device: None, log_rows: bool = True) -> tuple[list[dict], dict | None]:
-    """One row per point of `task`, in order, and the facts of the device the worker ran on (validate and bench
-    tasks; None if no worker got that far). Each point (and the build) gets `timeout_s` before it is killed.
-    `on_row(i, row, device)` is called as each row arrives, so a caller can keep it before the next one runs;
-    `log_rows=False` logs only the rows that are not ok."""
+    """One row per point of `task`, in order, and the facts of the device the worker ran on (measure, profile and
+    tune tasks; None if no worker got that far; a task of no points asks for these alone, `device_facts`). Each point
+    (and the build) gets `timeout_s` before it is killed. `on_row(i, row, device)` is called as each row arrives, so a
+    caller can keep it before the next one runs; `log_rows=False` logs only the rows that are not ok."""
     count = len(task.points)
     rows: dict[int, dict] = {}
     device = None
@@ -276,7 +277,9 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
         worker = Resident(env, timeout_s, "builds" if task.kind in LAUNCH_FREE else "") \
             if task.kind in RESIDENT_KINDS and not task.wrap else Fresh(env, Path(tmp), task.wrap)
         with worker:
-            while start < count:
+            asked = False
+            while start < count or not asked:  # a task of no points asks only for its device's facts
+                asked = True
                 kills_before = oom_kills()
                 done_path.write_text(json.dumps(rows))  # a worker started after a failure sees the rows before it
                 events: queue.Queue = queue.Queue()
@@ -319,6 +322,12 @@ def run_task(task: Task, timeout_s: float, describe=lambda i: str(i),
                                 failed["message"][:300])
                 start = max(rows) + 1 if rows else count
     return [rows[i] for i in range(count)], device
+
+
+def device_facts(task: Task, timeout_s: float) -> dict | None:
+    """The facts of the device (its toolchain among them, `versions`) as the worker that would run `task`'s points
+    reports them: the resident one where there is one, which then has them at hand. None where none reported them."""
+    return run_task(dataclasses.replace(task, points=[]), timeout_s)[1]
 
 
 COMPILE_WORKERS = 16  # at most: compiling is CPU work (TVM's codegen, NVRTC, Numba), one process per core

@@ -4,7 +4,7 @@ task that jobs send it on a Unix socket (`python -m gemmbench.run.worker --serve
 been idle IDLE_S seconds: the jobs of a run then share one import, one CUDA context and the fp64 references.
 
 It speaks a line protocol on its channel (the original stdout, or the connection; prints from kernels go to stderr):
-{"event": "ready", "device": {...}} after the build (for measure, the facts of the device it runs on),
+{"event": "ready", "device": {...}} after the build (but for compile tasks, the facts of the device it runs on),
 {"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}; resident, also {"event": "hello",
 "pid": ...} first and {"event": "end", "code": ...} last, or {"event": "stale"} where the sources it imported have
 changed since (it exits, and the job starts a fresh one).
@@ -106,7 +106,7 @@ def run(task: Task, start: int, done: dict, send) -> int:
         for i in range(start, len(task.points)):
             send(event="row", index=i, row=row)
         return 0
-    send(event="ready", device=facts if task.kind in ("measure", "profile") else None)
+    send(event="ready", device=facts)
     threads = guard.python_threads()  # before the variant's first launch
     for i in range(start, len(task.points)):
         send(event="start", index=i)

@@ -9,21 +9,25 @@ from pathlib import Path
 
 from gemmbench import logs
 from gemmbench.files import read_json, write_json
+from gemmbench.run import supervise
+from gemmbench.run.task import Task
 from gemmbench.stages.common import variant_of
 from gemmbench.tuning import records, search
 
 log = logging.getLogger("gemmbench")
 
 
-def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
+def run(config: dict, key: str, mode: str, gpu: str, out, timed=None, holds_gpu: bool = False) -> dict:
     """The fastest validated parameters per size class on this GPU: a committed result for this GPU is reused
     when the kernel sources, search space and settings are unchanged; otherwise the space is searched. A searched
     record is written without its `generated` code, which the tune_code job adds (`code`). `timed`: the file of a
     variant specialised per shape whose trials the tune_trials job timed (`trials`); this job then checks and audits
-    the picks."""
+    the picks. `holds_gpu`: the job was planned to search, so it holds the GPU (`as_its_worker_sees`)."""
     logs.job_started(key, mode)
     start = time.perf_counter()
     variant = variant_of(config, key)
+    if holds_gpu:
+        as_its_worker_sees(config, variant, mode)
     settings = records.settings(config["tune"], variant)
     expected = records.key(variant, mode, settings)
     committed, record = records.committed(config["tune"], variant, mode, gpu)
@@ -49,8 +53,9 @@ def run(config: dict, key: str, mode: str, gpu: str, out, timed=None) -> dict:
     if facts:  # what another GPU model's run needs to know to take these records (tune.transferred)
         write_json(Path(out).parents[2] / records.GPU_FACTS, facts)
     # a search holds the GPU from its job's start: what it spends before searching, stamped
-    log.info("%s %s: the record's key and the committed records' lookup took %.2f s, the GPU's facts and the "
-             "transfer's lookup %.2f s", key, mode, keyed_s, time.perf_counter() - start - keyed_s)
+    log.info("%s %s: the toolchain%s, the record's key and the committed records' lookup took %.2f s, the GPU's "
+             "facts and the transfer's lookup %.2f s", key, mode, " (its worker's)" if holds_gpu else "", keyed_s,
+             time.perf_counter() - start - keyed_s)
     if variant.tuner:
         record = search.own_search(config, variant, mode, gpu, settings, expected, committed, stem(out))
     else:
@@ -77,12 +82,23 @@ def trials(config: dict, key: str, mode: str, gpu: str, out) -> dict:
     checks and audits the picks."""
     logs.job_started(key, mode)
     variant = variant_of(config, key)
+    as_its_worker_sees(config, variant, mode)
     settings = records.settings(config["tune"], variant)
     timed = search.time_trials(config, variant, mode, gpu, settings, records.committed_path(gpu, variant, mode),
                                compiled=compiled_ahead(out))
     done = {"key": records.key(variant, mode, settings), "trials": timed}
     write_json(out, done)
     return done
+
+
+def as_its_worker_sees(config: dict, variant, mode: str) -> None:
+    """A job that holds the GPU takes the toolchain and GPU of the resident worker that compiles and times its trials
+    as this host's (records.adopt), rather than spend the GPU's time on CuPy's import and a CUDA context of its own to
+    learn them (reports/examples/search-preamble). Where no worker reports them, the job finds them itself."""
+    task = Task.of("tune", config, variant, mode, [])
+    device = supervise.device_facts(task, task.timing["point_timeout_s"])
+    if device:
+        records.adopt(device)
 
 
 def timed_trials(path, expected: str) -> list[dict] | None:

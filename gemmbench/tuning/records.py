@@ -63,9 +63,25 @@ def determining_files(variant: registry.Variant) -> list[str]:
     return sorted({*variant.source_files, *(str(Path(sys.modules[name].__file__).resolve()) for name in used)})
 
 
+# What the worker that compiles and times this job's trials reported (`adopt`): its toolchain and GPU stand for this
+# host's, so that a job holding the GPU learns them without importing CuPy or making a CUDA context of its own.
+_reported: dict = {}
+
+
+def adopt(device: dict) -> None:
+    """Take the toolchain (`versions`) and GPU of a worker's device facts (supervise.device_facts) as this host's."""
+    _reported.update(versions=device["versions"],
+                     gpu={name: device[name] for name in KIND} if all(name in device for name in KIND) else None)
+
+
+def toolchain() -> dict:
+    """This host's toolchain: as its worker reported it (`adopt`), else as this process finds it."""
+    return _reported["versions"] if "versions" in _reported else provenance.toolchain()
+
+
 def compilers(variant: registry.Variant | None = None) -> dict:
     """This host's versions of the variant's compilers (of all COMPILERS without one)."""
-    return relevant(variant, provenance.toolchain())
+    return relevant(variant, toolchain())
 
 
 def relevant(variant: registry.Variant | None, versions: dict) -> dict:
@@ -86,8 +102,7 @@ def key(variant: registry.Variant, mode: str, settings: dict, with_compilers: di
     (`settings`), the measuring method and the variant's compilers (from `with_compilers`; default: this host's)."""
     return digest({"code": codekey.code_digest(variant), "variant": variant.key, "mode": mode, "space": variant.space,
                    "settings": settings, "method": METHOD,
-                   "compilers": relevant(variant, provenance.toolchain() if with_compilers is None
-                                         else with_compilers)})
+                   "compilers": relevant(variant, toolchain() if with_compilers is None else with_compilers)})
 
 
 def shown(path: Path) -> str:
@@ -275,9 +290,14 @@ def origin(tune: dict, variant: registry.Variant, mode: str, gpu: str, facts: di
     return "searched"
 
 
-@functools.cache
 def host_gpu() -> dict | None:
-    """GPU 0's architecture and SM count (what decides whether another model's tuning transfers); None without one."""
+    """GPU 0's architecture and SM count (what decides whether another model's tuning transfers); None without one.
+    As the worker reported them (`adopt`), else as this process finds them."""
+    return _reported["gpu"] if "gpu" in _reported else _own_gpu()
+
+
+@functools.cache
+def _own_gpu() -> dict | None:
     try:
         import cupy
 

@@ -22,7 +22,7 @@ rule tune:
     shell:
         "python -m gemmbench.job tune --config {params.config:q} --log {log:q} "
         "--variant {wildcards.family}/{wildcards.variant} --mode {wildcards.mode} --gpu {wildcards.gpu} "
-        "--out {output:q} --timed {params.timed:q}"
+        "--out {output:q} --timed {params.timed:q} --holds-gpu {resources.gpu}"
 
 
 # The tuning record: the tune job's picks with what the compiler makes of each (their generated code, which a record
