@@ -30,6 +30,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def no_adopted_worker_facts(monkeypatch):
+    """A tune job takes its worker's toolchain and GPU for the rest of its process (records.adopt); a test is not one
+    job, so each starts without those of the tests before it."""
+    from gemmbench.tuning import records
+
+    monkeypatch.setattr(records, "_reported", {})
+
+
 def snakemake_command(workdir: Path) -> list[str]:
     """The repository's workflow, with its working directory (results/, reports/) in `workdir`."""
     return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir)]

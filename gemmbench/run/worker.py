@@ -4,7 +4,7 @@ task that jobs send it on a Unix socket (`python -m gemmbench.run.worker --serve
 been idle IDLE_S seconds: the jobs of a run then share one import, one CUDA context and the fp64 references.
 
 It speaks a line protocol on its channel (the original stdout, or the connection; prints from kernels go to stderr):
-{"event": "ready", "device": {...}} after the build (but for compile tasks, the facts of the device it runs on),
+{"event": "ready", "device": {...}} after the build (the facts of the device it runs on; null for compile tasks),
 {"event": "start", "index": i}, {"event": "row", "index": i, "row": {...}}; resident, also {"event": "hello",
 "pid": ...} first and {"event": "end", "code": ...} last, or {"event": "stale"} where the sources it imported have
 changed since (it exits, and the job starts a fresh one).
