@@ -221,14 +221,19 @@ def test_the_tune_stage_keeps_the_fastest_and_loses_only_refused_candidates(tmp_
         assert trial["validate_s"] > 0 and trial["measure_s"] >= trial["kernel_s"] + trial["check_s"] > 0
 
 
-def test_a_search_says_what_its_job_spent_before_searching(tmp_path, cpu_config, caplog):
-    """A search holds the GPU from its job's start: its log says how long the process ran before the stage, and what
-    the record's key and the GPU's facts took before the search began."""
+def _one_trial_search(cpu_config: dict, tmp_path) -> dict:
+    """The validated config of a one-trial search of the planted tunable variant at one size class, timed briefly."""
     cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 1, "size_classes": [32]},
                       cache_dir=str(tmp_path / "cache"))
     cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
+    return configuration.validate(cpu_config)
+
+
+def test_a_search_says_what_its_job_spent_before_searching(tmp_path, cpu_config, caplog):
+    """A search holds the GPU from its job's start: its log says how long the process ran before the stage, and what
+    the record's key and the GPU's facts took before the search began."""
     caplog.set_level(logging.INFO, logger="gemmbench")
-    tune.run(configuration.validate(cpu_config), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "t.json")
+    tune.run(_one_trial_search(cpu_config, tmp_path), "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "t.json")
     said = [record.getMessage() for record in caplog.records]
     stamped = next(i for i, line in enumerate(said) if "the record's key and the committed records' lookup" in line)
     searching = next(i for i, line in enumerate(said) if ": searching " in line)
@@ -251,10 +256,7 @@ def test_a_search_that_holds_the_gpu_keys_its_record_with_the_toolchain_its_work
         raise AssertionError("the job looked up its own toolchain")
 
     monkeypatch.setattr(provenance, "toolchain", looked_up_here)
-    cpu_config.update(variant_modules=["tests.planted"], tune={"trials": 1, "size_classes": [32]},
-                      cache_dir=str(tmp_path / "cache"))
-    cpu_config["timing"].update(min_samples=3, max_samples=3, min_time_s=0, warmup_runs=1, warmup_s=0)
-    cfg = configuration.validate(cpu_config)
+    cfg = _one_trial_search(cpu_config, tmp_path)
     record = tune.run(cfg, "cpu/planted-tunable", "fp32", "test-cpu", tmp_path / "t.json", holds_gpu=True)
     variant = common.variant_of(cfg, "cpu/planted-tunable")
     assert record["compilers"] == records.relevant(variant, own)
