@@ -630,6 +630,19 @@ def test_two_runs_agreement_names_every_point_outside_2_percent_with_what_may_ex
         assert reason.startswith("none recorded") == (not explained)
 
 
+def test_a_difference_that_nothing_recorded_explains_says_so_and_one_within_its_noise_says_that():
+    """Whatever the examples hold: a point unthrottled, over 100 µs, on the same GPU and beyond its noise has no
+    reason but "none recorded"; the same difference within a wider noise limit is "within its noise"."""
+    from types import SimpleNamespace
+
+    from gemmbench.present import analysis
+
+    point = SimpleNamespace(throttled_a=False, throttled_b=False, throttle_reasons_a="", throttle_reasons_b="",
+                            median_s_a=1e-3, median_s_b=1.03e-3, same_gpu=True, diff_pct=3.0, limit=2.0)
+    assert analysis.difference_reason(point).startswith("none recorded")
+    assert analysis.difference_reason(SimpleNamespace(**{**vars(point), "limit": 5.0})) == "within its noise (±5%)"
+
+
 def test_a_ladder_row_says_what_its_rung_is_with_its_registers_and_shared_loads_beside_its_tflops():
     """From the TVM recipe example's tables: each TVM rung's row of the ladder carries its build's registers and
     shared loads by width (read from the SASS that ran), and what it is where its build says so."""
